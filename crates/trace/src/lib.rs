@@ -3,6 +3,19 @@
 pub mod error;
 pub mod record;
 
+// -- formats and reading (owner: reader) --
+pub mod format;
+pub mod read;
+// -- end formats and reading --
+
+// -- compression, writing, index, rotation, windowed reads (owner: writer) --
+pub mod compress;
+pub mod index;
+pub mod rotate;
+pub mod window;
+pub mod write;
+// -- end writing --
+
 pub use error::{Error, Result, Truncation};
 pub use record::{Interface, Packet, PacketKind, RawBlock, RawOption, Record, Section, TsResolution};
 pub use wire::LinkType;

@@ -1,0 +1,1 @@
+//! Compression codecs for trace files.
