@@ -1,1 +1,39 @@
-fn main() {}
+//! `kansoku`: the command-line front end. Argument parsing, wiring of the
+//! library crates, and printing; the work itself is done in `wire` and `trace`.
+
+mod cli;
+mod cmd_read;
+mod cmd_stats;
+mod cmd_synth;
+mod error;
+mod input;
+mod output;
+mod progress;
+mod signals;
+mod sink;
+mod time;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::error::CliError;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    signals::install();
+    let result = match cli.command {
+        Command::Read(args) => cmd_read::run(&args),
+        Command::Stats(args) => cmd_stats::run(&args),
+        Command::Synth(args) => cmd_synth::run(&args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(CliError::BrokenPipe) => ExitCode::SUCCESS,
+        Err(CliError::Message { message, code }) => {
+            eprintln!("kansoku: {message}");
+            ExitCode::from(code as u8)
+        }
+    }
+}

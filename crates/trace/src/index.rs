@@ -1,1 +1,315 @@
-//! (in progress)
+//! The seek index: a sidecar file `<trace path>.kidx` beside each trace.
+//!
+//! It lives outside the compressed stream because anything inside it (an LZ4
+//! or zstd skippable frame) makes tshark 4.0 stop reading. The writer appends
+//! one entry after each chunk it has written to the trace, so after a crash
+//! the index describes a prefix of the file; a torn last entry is ignored.
+//!
+//! # Layout (version 1, all integers little-endian)
+//!
+//! Header, 16 bytes:
+//!
+//! | offset | size | field                                               |
+//! |-------:|-----:|-----------------------------------------------------|
+//! | 0      | 4    | magic `KIDX`                                        |
+//! | 4      | 2    | version (1)                                         |
+//! | 6      | 1    | codec: 0 none, 1 gzip, 2 zstd, 3 lz4                |
+//! | 7      | 1    | format: 0 pcap, 1 pcapng                            |
+//! | 8      | 4    | entry size in bytes (56)                            |
+//! | 12     | 4    | reserved, 0                                         |
+//!
+//! Then one 56-byte entry per chunk:
+//!
+//! | offset | size | field                                               |
+//! |-------:|-----:|-----------------------------------------------------|
+//! | 0      | 8    | compressed offset of the chunk in the trace file    |
+//! | 8      | 8    | compressed length                                   |
+//! | 16     | 8    | decompressed offset (in the plain pcap/pcapng)      |
+//! | 24     | 8    | decompressed length                                 |
+//! | 32     | 8    | first packet timestamp, ns since the epoch          |
+//! | 40     | 8    | last packet timestamp, ns since the epoch           |
+//! | 48     | 4    | packet count                                        |
+//! | 52     | 4    | flags: bit 0 raw (stored uncompressed), bit 1 metadata |
+//!
+//! For LZ4 the compressed range covers the chunk's data blocks only; the
+//! frame header sits before the first chunk. "First" and "last" are the
+//! smallest and largest timestamps in the chunk, so out-of-order packets
+//! stay inside the range.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::format::Codec;
+
+/// File magic.
+pub const MAGIC: [u8; 4] = *b"KIDX";
+/// Layout version.
+pub const VERSION: u16 = 1;
+/// Header length.
+pub const HEADER_LEN: usize = 16;
+/// Entry length.
+pub const ENTRY_LEN: usize = 56;
+/// Entry flag: every block of the chunk is stored uncompressed.
+pub const FLAG_RAW: u32 = 1;
+/// Entry flag: the chunk holds metadata (file header, pcapng SHB/IDB/other
+/// non-packet blocks) that a windowed read must replay.
+pub const FLAG_METADATA: u32 = 2;
+/// The sidecar's extension, appended to the trace's full name.
+pub const EXTENSION: &str = "kidx";
+
+/// The sidecar path for a trace: `<trace path>.kidx`.
+pub fn index_path(trace: &Path) -> PathBuf {
+    let mut s = trace.as_os_str().to_owned();
+    s.push(".");
+    s.push(EXTENSION);
+    PathBuf::from(s)
+}
+
+/// One chunk of a trace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Offset of the chunk's bytes in the trace file.
+    pub comp_offset: u64,
+    /// Length of the chunk's bytes in the trace file.
+    pub comp_len: u64,
+    /// Offset of the chunk in the decompressed stream.
+    pub decomp_offset: u64,
+    /// Length of the chunk decompressed.
+    pub decomp_len: u64,
+    /// Smallest packet timestamp in the chunk (ns); 0 without packets.
+    pub first_ts: u64,
+    /// Largest packet timestamp in the chunk (ns); 0 without packets.
+    pub last_ts: u64,
+    /// Packets in the chunk.
+    pub packets: u32,
+    /// [`FLAG_RAW`], [`FLAG_METADATA`].
+    pub flags: u32,
+}
+
+impl IndexEntry {
+    /// Whether the chunk holds metadata.
+    pub fn is_metadata(&self) -> bool {
+        self.flags & FLAG_METADATA != 0
+    }
+
+    /// Whether the chunk is stored uncompressed.
+    pub fn is_raw(&self) -> bool {
+        self.flags & FLAG_RAW != 0
+    }
+
+    /// The little-endian encoding.
+    pub fn to_bytes(&self) -> [u8; ENTRY_LEN] {
+        let mut b = [0u8; ENTRY_LEN];
+        b[0..8].copy_from_slice(&self.comp_offset.to_le_bytes());
+        b[8..16].copy_from_slice(&self.comp_len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.decomp_offset.to_le_bytes());
+        b[24..32].copy_from_slice(&self.decomp_len.to_le_bytes());
+        b[32..40].copy_from_slice(&self.first_ts.to_le_bytes());
+        b[40..48].copy_from_slice(&self.last_ts.to_le_bytes());
+        b[48..52].copy_from_slice(&self.packets.to_le_bytes());
+        b[52..56].copy_from_slice(&self.flags.to_le_bytes());
+        b
+    }
+
+    /// Decodes an entry from exactly [`ENTRY_LEN`] bytes.
+    pub fn from_bytes(b: &[u8; ENTRY_LEN]) -> IndexEntry {
+        let u64_at = |o: usize| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(&b[o..o + 8]);
+            u64::from_le_bytes(v)
+        };
+        let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        IndexEntry {
+            comp_offset: u64_at(0),
+            comp_len: u64_at(8),
+            decomp_offset: u64_at(16),
+            decomp_len: u64_at(24),
+            first_ts: u64_at(32),
+            last_ts: u64_at(40),
+            packets: u32_at(48),
+            flags: u32_at(52),
+        }
+    }
+}
+
+/// A trace's index as read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Index {
+    /// The trace's codec.
+    pub codec: Codec,
+    /// Whether the trace is pcapng (else pcap).
+    pub pcapng: bool,
+    /// Chunks in file order.
+    pub entries: Vec<IndexEntry>,
+    /// Whether a torn last entry (an interrupted append) was ignored.
+    pub torn: bool,
+}
+
+fn codec_code(c: Codec) -> u8 {
+    match c {
+        Codec::None => 0,
+        Codec::Gzip => 1,
+        Codec::Zstd => 2,
+        Codec::Lz4 => 3,
+    }
+}
+
+fn codec_from_code(c: u8) -> Option<Codec> {
+    match c {
+        0 => Some(Codec::None),
+        1 => Some(Codec::Gzip),
+        2 => Some(Codec::Zstd),
+        3 => Some(Codec::Lz4),
+        _ => None,
+    }
+}
+
+/// The 16-byte header for a trace of `codec` and format.
+pub fn header(codec: Codec, pcapng: bool) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&MAGIC);
+    h[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    h[6] = codec_code(codec);
+    h[7] = u8::from(pcapng);
+    h[8..12].copy_from_slice(&(ENTRY_LEN as u32).to_le_bytes());
+    h
+}
+
+/// Parses an index from its bytes; `name` is used in error messages.
+pub fn parse_index(bytes: &[u8], name: &str) -> Result<Index> {
+    let bad = |what: String| Error::Format {
+        offset: 0,
+        what: format!("{name}: {what}"),
+    };
+    let Some(h) = bytes.get(..HEADER_LEN) else {
+        return Err(bad(format!(
+            "index header cut short ({} bytes, {HEADER_LEN} needed)",
+            bytes.len()
+        )));
+    };
+    if h[0..4] != MAGIC {
+        return Err(bad(format!(
+            "not a kansoku index (magic {:02x?}, expected \"KIDX\")",
+            &h[0..4]
+        )));
+    }
+    let version = u16::from_le_bytes([h[4], h[5]]);
+    if version != VERSION {
+        return Err(bad(format!("index version {version} (expected {VERSION})")));
+    }
+    let codec = codec_from_code(h[6]).ok_or_else(|| bad(format!("unknown codec code {}", h[6])))?;
+    let entry_len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
+    if entry_len != ENTRY_LEN {
+        return Err(bad(format!(
+            "entry size {entry_len} (expected {ENTRY_LEN})"
+        )));
+    }
+    let body = &bytes[HEADER_LEN..];
+    let chunks = body.chunks_exact(ENTRY_LEN);
+    let torn = !chunks.remainder().is_empty();
+    let entries = chunks
+        .map(|c| {
+            let mut a = [0u8; ENTRY_LEN];
+            a.copy_from_slice(c);
+            IndexEntry::from_bytes(&a)
+        })
+        .collect();
+    Ok(Index {
+        codec,
+        pcapng: h[7] != 0,
+        entries,
+        torn,
+    })
+}
+
+/// Reads the index at `path` (the sidecar itself, see [`index_path`]).
+/// A torn last entry, left by a crash during its append, is ignored.
+pub fn read_index(path: &Path) -> Result<Index> {
+    let mut f =
+        File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    parse_index(&bytes, &path.display().to_string())
+}
+
+/// Appends entries to a sidecar, one unbuffered write each, so that an entry
+/// is in the file as soon as the chunk it describes is.
+pub struct IndexWriter {
+    file: File,
+    path: PathBuf,
+}
+
+impl IndexWriter {
+    /// Creates (truncates) the sidecar at `path` and writes its header.
+    pub fn create(path: &Path, codec: Codec, pcapng: bool) -> Result<IndexWriter> {
+        let mut file =
+            File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        file.write_all(&header(codec, pcapng))
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        Ok(IndexWriter {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Appends one entry.
+    pub fn append(&mut self, e: &IndexEntry) -> Result<()> {
+        self.file
+            .write_all(&e.to_bytes())
+            .map_err(|err| Error::io(format!("writing {}", self.path.display()), err))
+    }
+
+    /// Flushes the sidecar to disk.
+    pub fn sync(&mut self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_torn_tail() {
+        let e = IndexEntry {
+            comp_offset: 7,
+            comp_len: 100,
+            decomp_offset: 24,
+            decomp_len: 32768,
+            first_ts: 1_700_000_000_000_000_001,
+            last_ts: 1_700_000_000_999_999_999,
+            packets: 21,
+            flags: FLAG_RAW,
+        };
+        let mut b = header(Codec::Lz4, false).to_vec();
+        b.extend_from_slice(&e.to_bytes());
+        b.extend_from_slice(&e.to_bytes()[..30]);
+        let ix = parse_index(&b, "t").unwrap();
+        assert_eq!(ix.codec, Codec::Lz4);
+        assert!(!ix.pcapng);
+        assert_eq!(ix.entries, vec![e]);
+        assert!(ix.torn);
+    }
+
+    #[test]
+    fn bad_headers_are_errors() {
+        assert!(parse_index(b"KIDX", "t").is_err());
+        assert!(parse_index(&[0u8; 16], "t").is_err());
+        let mut h = header(Codec::Gzip, true);
+        h[6] = 9;
+        assert!(parse_index(&h, "t").is_err());
+    }
+
+    #[test]
+    fn sidecar_name_appends_extension() {
+        assert_eq!(
+            index_path(Path::new("/x/a.pcap.lz4")),
+            PathBuf::from("/x/a.pcap.lz4.kidx")
+        );
+    }
+}

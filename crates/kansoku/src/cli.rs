@@ -1,0 +1,186 @@
+//! Command-line arguments. Flags follow tcpdump where a user would reach for
+//! them (`-r`, `-w`, `-c`, `-C`, `-G`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// kansoku (観測): capture, store, filter and profile network traffic.
+#[derive(Debug, Parser)]
+#[command(name = "kansoku", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print a trace's packets, one line each, or convert it with -w.
+    Read(ReadArgs),
+    /// Summarize a trace: packets, bytes, duration, link types, protocol mix, compression.
+    Stats(StatsArgs),
+    /// Write a synthetic trace (fixed or random payloads, 64–1518-byte frames, TCP/UDP/ICMP, IPv4/IPv6, VLAN tags).
+    Synth(SynthArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Trace to read: pcap or pcapng, plain or gzip/zstd/lz4 compressed ("-" for standard input).
+    #[arg(short = 'r', value_name = "FILE")]
+    pub read: PathBuf,
+    /// Stop after this many packets.
+    #[arg(short = 'c', value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Only packets at or after this time (epoch seconds like 1795317433.5, or RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only packets before this time (epoch seconds or RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Print one JSON object per packet instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// How to print times: seconds since the epoch, or RFC 3339 in UTC.
+    #[arg(long, value_enum, default_value_t = TimeFormat::Epoch)]
+    pub time: TimeFormat,
+    /// Write the packets to a trace instead of printing them (convert or recompress).
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimeFormat {
+    Epoch,
+    Rfc3339,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Traces to summarize.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Number of packets.
+    #[arg(short = 'c', long, default_value_t = 10_000)]
+    pub count: u64,
+    /// Frame size in bytes (64–1518), or a range MIN-MAX for uniformly random sizes.
+    #[arg(long, default_value = "64")]
+    pub size: String,
+    /// Payload bytes: one byte value repeated (compressible), random (incompressible), or the paper's 418-byte worm packet.
+    #[arg(long, value_enum, default_value_t = PayloadArg::Random)]
+    pub payload: PayloadArg,
+    /// Transport protocol, or a mix of all three.
+    #[arg(long, value_enum, default_value_t = ProtoArg::Mix)]
+    pub proto: ProtoArg,
+    /// IP version, or a mix of both.
+    #[arg(long, value_enum, default_value_t = IpArg::V4)]
+    pub ip: IpArg,
+    /// VLAN ids to tag frames with, outermost first (e.g. 100,7 for 802.1ad over 802.1Q).
+    #[arg(long, value_delimiter = ',')]
+    pub vlan: Vec<u16>,
+    /// Source addresses are random inside this prefix.
+    #[arg(long, default_value = "10.0.0.0/8")]
+    pub src_net: String,
+    /// Destination addresses are random inside this prefix.
+    #[arg(long, default_value = "192.168.1.0/24")]
+    pub dst_net: String,
+    /// Packets per second of trace time (sets the timestamp step).
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub rate: f64,
+    /// Time of the first packet (epoch seconds or RFC 3339); default 2026-01-01T00:00:00Z.
+    #[arg(long)]
+    pub start: Option<String>,
+    /// Seed for the pseudo-random generator (same seed, same trace).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the closing summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PayloadArg {
+    Fixed,
+    Random,
+    Worm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProtoArg {
+    Tcp,
+    Udp,
+    Icmp,
+    Mix,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IpArg {
+    #[value(name = "4")]
+    V4,
+    #[value(name = "6")]
+    V6,
+    Mix,
+}
+
+/// Where and how to write a trace.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Write packets to this trace ("-" for standard output).
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Output file format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Pcap)]
+    pub format: FormatArg,
+    /// Compression of the output file.
+    #[arg(long = "compress", value_enum, default_value_t = CompressArg::Lz4)]
+    pub compress: CompressArg,
+    /// Compression block (buffer) size in KiB, 4–64.
+    #[arg(long, value_name = "KIB")]
+    pub block_size: Option<usize>,
+    /// Compression level (zstd 1–22, gzip 0–9; ignored for lz4 and none).
+    #[arg(long)]
+    pub level: Option<i32>,
+    /// Timestamp precision of pcap output (default: as the input).
+    #[arg(long, value_enum)]
+    pub time_precision: Option<PrecisionArg>,
+    /// Start a new file when this one exceeds SIZE millions of bytes (as tcpdump -C).
+    #[arg(short = 'C', value_name = "SIZE")]
+    pub rotate_size: Option<u64>,
+    /// Start a new file every SECONDS of packet time (as tcpdump -G); strftime fields in the name are expanded.
+    #[arg(short = 'G', value_name = "SECONDS")]
+    pub rotate_seconds: Option<u64>,
+    /// Do not write the seek index beside the trace.
+    #[arg(long)]
+    pub no_index: bool,
+    /// fdatasync after every block (slower; survives power loss, not just a crash).
+    #[arg(long)]
+    pub sync: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Pcap,
+    Pcapng,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompressArg {
+    Lz4,
+    Zstd,
+    Gzip,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    Micro,
+    Nano,
+}

@@ -1,0 +1,60 @@
+//! Progress on a terminal for long jobs: a bar over the input file's bytes
+//! (or a spinner on a stream), updated every few thousand packets. Nothing is
+//! drawn when standard error is not a terminal.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Packets between two updates: keeps the per-packet cost to a counter test.
+const UPDATE_EVERY: u64 = 8192;
+
+pub struct Progress {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    /// A bar for reading `total` bytes (None: unknown size, a spinner).
+    /// `enabled` lets a caller keep the terminal for its own output.
+    pub fn new(total: Option<u64>, enabled: bool) -> Progress {
+        if !enabled || !std::io::stderr().is_terminal() {
+            return Progress { bar: None };
+        }
+        let bar = match total {
+            Some(n) => {
+                ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr_with_hz(4))
+                    .with_style(
+                        ProgressStyle::with_template(
+                            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {msg}",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    )
+            }
+            None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4))
+                .with_style(
+                    ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec} {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                ),
+        };
+        bar.enable_steady_tick(Duration::from_millis(250));
+        Progress { bar: Some(bar) }
+    }
+
+    /// Call once per packet; redraws every [`UPDATE_EVERY`] packets.
+    #[inline]
+    pub fn tick(&self, packets: u64, position: u64) {
+        if packets.is_multiple_of(UPDATE_EVERY) {
+            if let Some(bar) = &self.bar {
+                bar.set_position(position);
+                bar.set_message(format!("{packets} packets"));
+            }
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! SIGINT and SIGTERM stop long jobs cleanly: loops poll [`stop_requested`]
+//! and close their output files properly before exiting.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::OnceLock;
+
+static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// Installs the handlers. A second signal while stopping terminates at once
+/// (the conditional-shutdown pattern of signal-hook), so a stuck job can
+/// still be interrupted.
+pub fn install() {
+    let flag = STOP.get_or_init(|| Arc::new(AtomicBool::new(false)));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registration fails only for forbidden signals, which these are not;
+        // without handlers the job still runs, it just cannot stop cleanly.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(flag));
+        let _ = signal_hook::flag::register(sig, Arc::clone(flag));
+    }
+}
+
+/// Whether a stop was requested. One relaxed load: cheap enough per packet.
+pub fn stop_requested() -> bool {
+    STOP.get().is_some_and(|f| f.load(Ordering::Relaxed))
+}

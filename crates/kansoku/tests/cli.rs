@@ -1,0 +1,468 @@
+//! The `kansoku` binary driven as a user would: output lines, JSON, stats,
+//! errors and exit codes, time windows through the index, rotation.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use common::*;
+
+fn stdout_lines(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn read_prints_one_line_per_packet() {
+    let out = run_ok(&["read", "-r", p(&data("lo-http-icmp.pcap"))]);
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 32);
+    assert!(
+        lines[0].contains(" tcp 127.0.0.1:") && lines[0].contains(" > 127.0.0.1:18080 [S] len 74"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].contains("[S.]"), "{}", lines[1]);
+    assert!(
+        lines.iter().any(|l| l.contains(" tcp [::1]:")),
+        "no IPv6 TCP line"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" icmp 127.0.0.1 > 127.0.0.1 type 8 code 0")),
+        "no echo request"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" icmp6 ::1 > ::1 type 128 code 0")),
+        "no ICMPv6 echo request"
+    );
+    let first_time: f64 = lines[0].split(' ').next().unwrap().parse().unwrap();
+    assert!(first_time > 1.7e9);
+
+    let out = run_ok(&["read", "-r", p(&data("lo-http-icmp.pcap")), "-c", "5"]);
+    assert_eq!(stdout_lines(&out).len(), 5);
+}
+
+#[test]
+fn read_shows_vlans_cooked_capture_and_json() {
+    let out = run_ok(&["read", "-r", p(&data("veth-vlan-2if.pcapng"))]);
+    let lines = stdout_lines(&out);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" vlan 7 udp 198.18.7.1:40000 > 198.18.7.2:47000")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" vlan 100,8 udp 198.18.8.1:")),
+        "{lines:#?}"
+    );
+
+    let out = run_ok(&["read", "-r", p(&data("any-sll2-nano.pcap")), "--json"]);
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 14);
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(v["link_type"], "LINUX_SLL2");
+    assert_eq!(v["protocol"], "udp");
+    assert_eq!(v["dst_port"], 47000);
+    assert_eq!(v["src"], "127.0.0.1");
+    // Nanosecond timestamps are kept: not a multiple of 1000 in this capture.
+    assert!(lines.iter().any(|l| {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        !v["ts_ns"].as_u64().unwrap().is_multiple_of(1000)
+    }));
+}
+
+#[test]
+fn stats_reports_counts_protocols_and_compression() {
+    let out = run_ok(&["stats", "--json", p(&data("lo-http-icmp.pcap"))]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["packets"], 32);
+    assert_eq!(v["codec"], "none");
+    assert_eq!(v["interfaces"][0]["link_type"], "EN10MB");
+    assert!(v["protocols"]["tcp"].as_u64().unwrap() >= 20);
+    assert_eq!(v["protocols"]["icmp"], 4);
+
+    let dir = tempfile::tempdir().unwrap();
+    let fixed = dir.path().join("fixed.pcap.lz4");
+    run_ok(&[
+        "synth",
+        "-c",
+        "5000",
+        "--size",
+        "1518",
+        "--payload",
+        "fixed",
+        "-w",
+        p(&fixed),
+    ]);
+    let out = run_ok(&["stats", "--json", p(&fixed)]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["packets"], 5000);
+    assert_eq!(v["codec"], "lz4");
+    assert!(v["compression_ratio"].as_f64().unwrap() < 0.2, "{v}");
+    assert_eq!(v["index"]["raw_chunks"], 0);
+
+    let random = dir.path().join("random.pcap.lz4");
+    run_ok(&[
+        "synth",
+        "-c",
+        "5000",
+        "--size",
+        "1518",
+        "--payload",
+        "random",
+        "-w",
+        p(&random),
+    ]);
+    let out = run_ok(&["stats", p(&random)]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("packets:      5000"), "{text}");
+    // The raw-block count comes from the index: compare with the index itself.
+    let idx = trace::index::read_index(&trace::index::index_path(&random)).unwrap();
+    let raw = idx
+        .entries
+        .iter()
+        .filter(|e| !e.is_metadata() && e.is_raw())
+        .count();
+    let chunks = idx.entries.iter().filter(|e| !e.is_metadata()).count();
+    assert!(
+        text.contains(&format!("{raw} of {chunks} packet chunks stored raw")),
+        "{text}"
+    );
+}
+
+#[test]
+fn lz4_output_meets_the_size_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    for (payload, bound) in [("random", 1.005), ("fixed", 0.2)] {
+        let plain = dir.path().join(format!("{payload}.pcap"));
+        let lz4 = dir.path().join(format!("{payload}.pcap.lz4"));
+        let args = [
+            "-c",
+            "20000",
+            "--size",
+            "1518",
+            "--payload",
+            payload,
+            "--proto",
+            "udp",
+        ];
+        run_ok(&[&["synth", "-w", p(&plain), "--compress", "none"][..], &args].concat());
+        run_ok(&[&["synth", "-w", p(&lz4)][..], &args].concat());
+        let ratio = std::fs::metadata(&lz4).unwrap().len() as f64
+            / std::fs::metadata(&plain).unwrap().len() as f64;
+        assert!(
+            ratio <= bound,
+            "{payload}: lz4 file is {ratio:.4} of the plain pcap (bound {bound})"
+        );
+    }
+}
+
+#[test]
+fn errors_name_the_file_and_exit_2_and_cut_files_warn_and_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["read", "-r", "/nonexistent/x.pcap"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("kansoku: /nonexistent/x.pcap: "),
+        "{}",
+        stderr(&out)
+    );
+
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "this is not a capture\nat all\n").unwrap();
+    let out = run(&["read", "-r", p(&text)]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("notes.txt: ") && e.contains("offset 0"), "{e}");
+    assert!(!e.contains("panicked"));
+
+    let full = std::fs::read(data("lo-http-icmp.pcap")).unwrap();
+    let cut = dir.path().join("cut.pcap");
+    std::fs::write(&cut, &full[..full.len() - 50]).unwrap();
+    let out = run(&["read", "-r", p(&cut)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout_lines(&out).len(), 31);
+    let e = stderr(&out);
+    assert!(
+        e.contains("cut.pcap: warning: offset ") && e.contains("cut short"),
+        "{e}"
+    );
+
+    let out = run(&[
+        "read",
+        "-r",
+        p(&data("lo-http-icmp.pcap")),
+        "--since",
+        "yesterday",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("bad time 'yesterday'"));
+
+    let out = run(&[
+        "synth",
+        "-w",
+        p(&dir.path().join("x.pcap")),
+        "--block-size",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn every_cut_of_a_compressed_file_reads_without_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s.pcapng.zst");
+    run_ok(&[
+        "read",
+        "-r",
+        p(&data("veth-vlan-2if.pcapng")),
+        "-w",
+        p(&src),
+        "--format",
+        "pcapng",
+        "--compress",
+        "zstd",
+    ]);
+    let full = std::fs::read(&src).unwrap();
+    let cut = dir.path().join("cut");
+    for len in (0..full.len()).step_by(7) {
+        std::fs::write(&cut, &full[..len]).unwrap();
+        let out = run(&["read", "-r", p(&cut)]);
+        let code = out.status.code();
+        assert!(
+            matches!(code, Some(0..=2)),
+            "cut at {len}: exit {code:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "cut at {len}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn time_window_decompresses_only_the_blocks_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.pcap.lz4");
+    // 20,000 packets at 1,000 per second: 20 s of trace time from 2026-01-01T00:00:00Z.
+    run_ok(&[
+        "synth",
+        "-c",
+        "20000",
+        "--rate",
+        "1000",
+        "--size",
+        "64-1518",
+        "--payload",
+        "random",
+        "--block-size",
+        "8",
+        "-w",
+        p(&t),
+    ]);
+    let out = run_ok(&[
+        "read",
+        "-r",
+        p(&t),
+        "--since",
+        "2026-01-01T00:00:05Z",
+        "--until",
+        "2026-01-01T00:00:06Z",
+        "--json",
+    ]);
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 1000);
+    for l in &lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let ts = v["ts_ns"].as_u64().unwrap();
+        assert!((1_767_225_605_000_000_000..1_767_225_606_000_000_000).contains(&ts));
+    }
+    let e = stderr(&out);
+    let nums: Vec<u64> = e
+        .split("decompressed ")
+        .nth(1)
+        .expect("window note")
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(
+        nums.len() >= 2 && nums[0] * 5 < nums[1],
+        "decoded too many blocks: {e}"
+    );
+
+    // The same window by epoch seconds, through the full-read path of a plain file, agrees.
+    let plain = dir.path().join("t.pcap");
+    run_ok(&[
+        "read",
+        "-r",
+        p(&t),
+        "-w",
+        p(&plain),
+        "--compress",
+        "none",
+        "--no-index",
+    ]);
+    let out2 = run_ok(&[
+        "read",
+        "-r",
+        p(&plain),
+        "--since",
+        "1767225605",
+        "--until",
+        "1767225606",
+        "--json",
+    ]);
+    assert_eq!(stdout_lines(&out2), lines);
+}
+
+#[test]
+fn rotation_by_size_and_time_gives_complete_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("rot.pcap");
+    run_ok(&[
+        "synth",
+        "-c",
+        "20000",
+        "--size",
+        "1518",
+        "--payload",
+        "random",
+        "--compress",
+        "none",
+        "-C",
+        "10",
+        "-w",
+        p(&base),
+    ]);
+    let mut total = 0;
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "kidx") {
+            continue;
+        }
+        let (records, truncated) = read_all(&path);
+        assert!(!truncated);
+        let n = packets_of(&records).len();
+        assert!(n > 0);
+        // As tcpdump -C, the size is checked before each packet against what is
+        // already in the file, so a file may pass the limit by one block.
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(
+            len <= 10_000_000 + 32 * 1024 + 1518 + 16,
+            "{} too large: {len}",
+            path.display()
+        );
+        total += n;
+        files += 1;
+    }
+    assert_eq!(total, 20000);
+    assert_eq!(files, 4, "30 MB in 10 MB files");
+
+    let dir = tempfile::tempdir().unwrap();
+    let pattern = dir.path().join("g-%H%M%S.pcap.lz4");
+    run_ok(&[
+        "synth",
+        "-c",
+        "10000",
+        "--rate",
+        "1000",
+        "-G",
+        "3",
+        "-w",
+        p(&pattern),
+    ]);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".kidx"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "g-000000.pcap.lz4",
+            "g-000003.pcap.lz4",
+            "g-000006.pcap.lz4",
+            "g-000009.pcap.lz4"
+        ]
+    );
+}
+
+#[test]
+fn broken_pipe_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("many.pcap");
+    run_ok(&["synth", "-c", "200000", "--compress", "none", "-w", p(&t)]);
+    let mut child = kansoku()
+        .args(["read", "-r", p(&t)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains(" len 64"));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn pcapng_round_trip_keeps_sections_interfaces_options_and_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = data("veth-vlan-2if.pcapng");
+    let (want, _) = read_all(&input);
+    assert!(want
+        .iter()
+        .any(|r| matches!(r, Owned::Section(s) if s.options.iter().any(|o| o.code == 1))));
+    for codec in ["lz4", "zstd", "gzip", "none"] {
+        let out = dir.path().join(format!("rt.pcapng.{codec}"));
+        run_ok(&[
+            "read",
+            "-r",
+            p(&input),
+            "-w",
+            p(&out),
+            "--format",
+            "pcapng",
+            "--compress",
+            codec,
+        ]);
+        let (got, truncated) = read_all(&out);
+        assert!(!truncated);
+        assert_eq!(got, want, "pcapng/{codec}");
+    }
+    for (input, name) in [
+        (data("lo-http-icmp.pcap"), "us"),
+        (data("any-sll2-nano.pcap"), "ns"),
+    ] {
+        let (want, _) = read_all(&input);
+        let out = dir.path().join(format!("rt-{name}.pcap.lz4"));
+        run_ok(&["read", "-r", p(&input), "-w", p(&out)]);
+        let (got, _) = read_all(&out);
+        assert_eq!(got, want, "pcap {name}");
+    }
+}

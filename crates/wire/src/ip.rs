@@ -1,0 +1,114 @@
+//! The IP protocol number registry (IANA "Assigned Internet Protocol Numbers",
+//! <https://www.iana.org/assignments/protocol-numbers>), shared by the IPv4
+//! Protocol field and the IPv6 Next Header field.
+
+use core::fmt;
+
+/// An IP protocol / IPv6 next-header number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IpProtocol {
+    /// 0: IPv6 hop-by-hop options.
+    HopByHop,
+    /// 1: ICMP.
+    Icmp,
+    /// 6: TCP.
+    Tcp,
+    /// 17: UDP.
+    Udp,
+    /// 43: IPv6 routing header.
+    Ipv6Route,
+    /// 44: IPv6 fragment header.
+    Ipv6Frag,
+    /// 50: Encapsulating Security Payload.
+    Esp,
+    /// 51: Authentication Header.
+    Ah,
+    /// 58: ICMPv6.
+    Icmpv6,
+    /// 59: no next header.
+    Ipv6NoNxt,
+    /// 60: IPv6 destination options.
+    Ipv6Opts,
+    /// Any other number.
+    Unknown(u8),
+}
+
+impl From<u8> for IpProtocol {
+    #[inline]
+    fn from(n: u8) -> Self {
+        match n {
+            0 => IpProtocol::HopByHop,
+            1 => IpProtocol::Icmp,
+            6 => IpProtocol::Tcp,
+            17 => IpProtocol::Udp,
+            43 => IpProtocol::Ipv6Route,
+            44 => IpProtocol::Ipv6Frag,
+            50 => IpProtocol::Esp,
+            51 => IpProtocol::Ah,
+            58 => IpProtocol::Icmpv6,
+            59 => IpProtocol::Ipv6NoNxt,
+            60 => IpProtocol::Ipv6Opts,
+            n => IpProtocol::Unknown(n),
+        }
+    }
+}
+
+impl From<IpProtocol> for u8 {
+    #[inline]
+    fn from(p: IpProtocol) -> u8 {
+        match p {
+            IpProtocol::HopByHop => 0,
+            IpProtocol::Icmp => 1,
+            IpProtocol::Tcp => 6,
+            IpProtocol::Udp => 17,
+            IpProtocol::Ipv6Route => 43,
+            IpProtocol::Ipv6Frag => 44,
+            IpProtocol::Esp => 50,
+            IpProtocol::Ah => 51,
+            IpProtocol::Icmpv6 => 58,
+            IpProtocol::Ipv6NoNxt => 59,
+            IpProtocol::Ipv6Opts => 60,
+            IpProtocol::Unknown(n) => n,
+        }
+    }
+}
+
+impl IpProtocol {
+    /// Whether the protocol carries 16-bit source and destination ports in its
+    /// first four bytes (TCP and UDP).
+    pub fn has_ports(self) -> bool {
+        matches!(self, IpProtocol::Tcp | IpProtocol::Udp)
+    }
+}
+
+/// Lower-case names as tcpdump and the filter rules write them; every other
+/// protocol prints as its number.
+impl fmt::Display for IpProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpProtocol::Tcp => f.write_str("tcp"),
+            IpProtocol::Udp => f.write_str("udp"),
+            IpProtocol::Icmp => f.write_str("icmp"),
+            IpProtocol::Icmpv6 => f.write_str("icmp6"),
+            IpProtocol::Esp => f.write_str("esp"),
+            IpProtocol::Ah => f.write_str("ah"),
+            other => write!(f, "{}", u8::from(*other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_round_trip_and_display() {
+        for n in 0..=255u8 {
+            assert_eq!(u8::from(IpProtocol::from(n)), n);
+        }
+        assert_eq!(IpProtocol::from(6).to_string(), "tcp");
+        assert_eq!(IpProtocol::from(58).to_string(), "icmp6");
+        assert_eq!(IpProtocol::from(47).to_string(), "47");
+        assert_eq!(IpProtocol::from(43).to_string(), "43");
+    }
+}

@@ -1,0 +1,782 @@
+//! The one entry point the rest of kansoku uses: [`slice`] finds the layers of
+//! a captured frame in a single pass and records where they are.
+//!
+//! Cost model: every header is bounds-checked once, on the way down; the
+//! fields that callers ask for (addresses, ports, flags) are read lazily from
+//! the frame by the accessors, so the hot path writes only a few offsets and
+//! bytes into a `Copy` struct on the stack. No allocation, no panics: every
+//! index below is preceded by a length check on the same range.
+
+use crate::error::{Error, ErrorKind, Layer, SliceError};
+use crate::ip::IpProtocol;
+use crate::link::LinkType;
+use crate::tcp::TcpFlags;
+use crate::vlan::MAX_TAGS;
+use crate::{be16, be32, null};
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The most IPv6 extension headers walked before giving up; real traffic
+/// carries at most three or four (RFC 8200 §4.1 lists the usual order).
+pub const MAX_IPV6_EXTENSIONS: usize = 8;
+
+/// What the network layer of a frame says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NetworkInfo {
+    /// 4 or 6.
+    pub version: u8,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// The upper-layer protocol after any IPv6 extension headers (or the
+    /// extension header where the walk stopped on an error).
+    pub protocol: IpProtocol,
+    /// TTL (IPv4) or hop limit (IPv6).
+    pub ttl: u8,
+    /// Whether this is a fragment (MF set or a non-zero offset).
+    pub is_fragment: bool,
+    /// Fragment offset in bytes.
+    pub frag_offset: u16,
+    /// The More Fragments flag.
+    pub more_fragments: bool,
+}
+
+impl fmt::Display for NetworkInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ip = if self.version == 6 { "IP6" } else { "IP" };
+        write!(
+            f,
+            "{ip} {} > {}: {} ttl {}",
+            self.src, self.dst, self.protocol, self.ttl
+        )?;
+        if self.is_fragment {
+            write!(
+                f,
+                " frag offset {}{}",
+                self.frag_offset,
+                if self.more_fragments { "+" } else { "" }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The classic flow key. Ports are 0 for protocols without ports and for
+/// fragments other than the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FiveTuple {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub protocol: IpProtocol,
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+/// `tcp 10.0.0.1:1234 > 192.168.1.1:80`, IPv6 addresses in brackets.
+impl fmt::Display for FiveTuple {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sa = core::net::SocketAddr::new(self.src, self.src_port);
+        let da = core::net::SocketAddr::new(self.dst, self.dst_port);
+        write!(f, "{} {sa} > {da}", self.protocol)
+    }
+}
+
+const NONE: u32 = u32::MAX;
+const FRAG: u8 = 1;
+const MORE_FRAGS: u8 = 2;
+
+/// The layers of one frame, as found by [`slice`]. Cheap to copy; borrows the frame.
+#[derive(Clone, Copy, Debug)]
+pub struct Slice<'a> {
+    frame: &'a [u8],
+    vlans: [u16; MAX_TAGS],
+    vlan_count: u8,
+    /// 0 when there is no IP layer.
+    ip_version: u8,
+    protocol: u8,
+    ttl: u8,
+    frag_flags: u8,
+    frag_offset: u16,
+    /// Offset of the IP header.
+    l3: u32,
+    /// Offset of the upper-layer header after any IPv6 extension headers.
+    l4: u32,
+    /// End of the IP packet in the frame: the smaller of its length field and the frame.
+    end: u32,
+    payload: u32,
+    error: Option<Error>,
+}
+
+/// Slices `frame` of link type `link`. Never panics, never allocates; the
+/// layers that parsed before an error stay available.
+#[inline]
+pub fn slice(link: LinkType, frame: &[u8]) -> Slice<'_> {
+    let mut s = Slice {
+        frame,
+        vlans: [0; MAX_TAGS],
+        vlan_count: 0,
+        ip_version: 0,
+        protocol: 0,
+        ttl: 0,
+        frag_flags: 0,
+        frag_offset: 0,
+        l3: NONE,
+        l4: NONE,
+        end: 0,
+        payload: NONE,
+        error: None,
+    };
+    // Offsets are kept in u32 to keep the struct small; a frame of 4 GiB or
+    // more cannot come from any capture format, but is refused rather than
+    // mis-sliced.
+    if frame.len() >= NONE as usize {
+        s.fail(Error::truncated(Layer::Link, 0, frame.len()));
+        return s;
+    }
+    match link {
+        LinkType::Ethernet => {
+            if frame.len() < 14 {
+                return s.failed(Error::truncated(Layer::Ethernet, 14, frame.len()));
+            }
+            s.ethertype(be16(&frame[12..14]), 14);
+        }
+        LinkType::LinuxSll => {
+            if frame.len() < 16 {
+                return s.failed(Error::truncated(Layer::Sll, 16, frame.len()));
+            }
+            s.ethertype(be16(&frame[14..16]), 16);
+        }
+        LinkType::LinuxSll2 => {
+            if frame.len() < 20 {
+                return s.failed(Error::truncated(Layer::Sll2, 20, frame.len()));
+            }
+            s.ethertype(be16(&frame[0..2]), 20);
+        }
+        LinkType::Null => {
+            if frame.len() < 4 {
+                return s.failed(Error::truncated(Layer::Null, 4, frame.len()));
+            }
+            match null::ip_version(null::NullHeader::new_unchecked(frame).family()) {
+                Some(4) => s.ipv4(4),
+                Some(_) => s.ipv6(4),
+                None => s.payload = 4,
+            }
+        }
+        LinkType::Raw => match frame.first().map(|b| b >> 4) {
+            None => s.fail(Error::truncated(Layer::Ip, 1, 0)),
+            Some(4) => s.ipv4(0),
+            Some(6) => s.ipv6(0),
+            Some(v) => s.fail(Error {
+                layer: Layer::Ip,
+                offset: 0,
+                kind: ErrorKind::BadVersion { found: v },
+            }),
+        },
+        LinkType::Ipv4 => s.ipv4(0),
+        LinkType::Ipv6 => s.ipv6(0),
+        LinkType::Unknown(code) => s.fail(Error {
+            layer: Layer::Link,
+            offset: 0,
+            kind: ErrorKind::UnsupportedLink { code },
+        }),
+    }
+    s
+}
+
+impl<'a> Slice<'a> {
+    #[cold]
+    fn fail(&mut self, e: Error) {
+        self.error = Some(e);
+    }
+
+    #[cold]
+    fn failed(mut self, e: Error) -> Slice<'a> {
+        self.error = Some(e);
+        self
+    }
+
+    /// Follows VLAN tags from an EtherType at `off` (the offset after it).
+    #[inline(always)]
+    fn ethertype(&mut self, mut et: u16, mut off: usize) {
+        let f = self.frame;
+        // 0x9100 is the pre-standard QinQ TPID some switches still send.
+        while et == 0x8100 || et == 0x88a8 || et == 0x9100 {
+            if f.len() < off + 4 {
+                return self.fail(Error::truncated(Layer::Vlan, 4, f.len() - off).at(off));
+            }
+            let n = usize::from(self.vlan_count);
+            if n == MAX_TAGS {
+                return self.fail(Error {
+                    layer: Layer::Vlan,
+                    offset: off,
+                    kind: ErrorKind::TooDeep { limit: MAX_TAGS },
+                });
+            }
+            self.vlans[n] = be16(&f[off..off + 2]) & 0x0fff;
+            self.vlan_count += 1;
+            et = be16(&f[off + 2..off + 4]);
+            off += 4;
+        }
+        match et {
+            0x0800 => self.ipv4(off),
+            0x86dd => self.ipv6(off),
+            // ARP, LLDP, 802.3 length values...: no network layer, not an error.
+            _ => self.payload = off as u32,
+        }
+    }
+
+    /// IPv4 at `off` (<= frame length), RFC 791 §3.1.
+    #[inline(always)]
+    fn ipv4(&mut self, off: usize) {
+        let f = self.frame;
+        let b = &f[off..];
+        if b.len() < 20 {
+            return self.fail(Error::truncated(Layer::Ipv4, 20, b.len()).at(off));
+        }
+        if b[0] >> 4 != 4 {
+            return self.fail(Error {
+                layer: Layer::Ipv4,
+                offset: off,
+                kind: ErrorKind::BadVersion { found: b[0] >> 4 },
+            });
+        }
+        let hl = usize::from(b[0] & 0x0f) * 4;
+        if hl < 20 {
+            return self.fail(Error::bad_length(Layer::Ipv4, hl, 20).at(off));
+        }
+        if b.len() < hl {
+            return self.fail(Error::truncated(Layer::Ipv4, hl, b.len()).at(off));
+        }
+        let tl = usize::from(be16(&b[2..4]));
+        // Total length 0 is Linux's record of a TSO super-packet: use the frame.
+        let end = if tl == 0 {
+            f.len()
+        } else if tl < hl {
+            return self.fail(Error::bad_length(Layer::Ipv4, tl, hl).at(off));
+        } else {
+            (off + tl).min(f.len())
+        };
+        let fo = be16(&b[6..8]);
+        let frag_offset = (fo & 0x1fff) << 3;
+        self.ip_version = 4;
+        self.l3 = off as u32;
+        self.end = end as u32;
+        self.ttl = b[8];
+        self.frag_offset = frag_offset;
+        self.frag_flags =
+            if fo & 0x3fff != 0 { FRAG } else { 0 } | if fo & 0x2000 != 0 { MORE_FRAGS } else { 0 };
+        self.transport(off + hl, b[9], frag_offset == 0);
+    }
+
+    /// IPv6 at `off` (<= frame length), RFC 8200 §3–4.
+    #[inline(always)]
+    fn ipv6(&mut self, off: usize) {
+        let f = self.frame;
+        let b = &f[off..];
+        if b.len() < 40 {
+            return self.fail(Error::truncated(Layer::Ipv6, 40, b.len()).at(off));
+        }
+        if b[0] >> 4 != 6 {
+            return self.fail(Error {
+                layer: Layer::Ipv6,
+                offset: off,
+                kind: ErrorKind::BadVersion { found: b[0] >> 4 },
+            });
+        }
+        let pl = usize::from(be16(&b[4..6]));
+        // Payload length 0 is a jumbogram (RFC 2675): use the frame.
+        let end = if pl == 0 {
+            f.len()
+        } else {
+            (off + 40 + pl).min(f.len())
+        };
+        self.ip_version = 6;
+        self.l3 = off as u32;
+        self.end = end as u32;
+        self.ttl = b[7];
+        let mut nh = b[6];
+        let mut at = off + 40;
+        // Invariant: at <= end, so `end - at` below cannot underflow.
+        for _ in 0..MAX_IPV6_EXTENSIONS {
+            match nh {
+                0 | 43 | 60 => {
+                    self.protocol = nh;
+                    if end - at < 2 {
+                        return self.fail(Error::truncated(Layer::Ipv6Ext, 2, end - at).at(at));
+                    }
+                    let len = (usize::from(f[at + 1]) + 1) * 8;
+                    if end - at < len {
+                        return self.fail(Error::truncated(Layer::Ipv6Ext, len, end - at).at(at));
+                    }
+                    nh = f[at];
+                    at += len;
+                }
+                44 => {
+                    self.protocol = nh;
+                    if end - at < 8 {
+                        return self.fail(Error::truncated(Layer::Ipv6Ext, 8, end - at).at(at));
+                    }
+                    let fo = be16(&f[at + 2..at + 4]);
+                    self.frag_offset = fo & 0xfff8;
+                    self.frag_flags = FRAG | if fo & 1 != 0 { MORE_FRAGS } else { 0 };
+                    nh = f[at];
+                    at += 8;
+                }
+                _ => return self.transport(at, nh, self.frag_offset == 0),
+            }
+        }
+        self.protocol = nh;
+        self.fail(Error {
+            layer: Layer::Ipv6Ext,
+            offset: at,
+            kind: ErrorKind::TooDeep {
+                limit: MAX_IPV6_EXTENSIONS,
+            },
+        })
+    }
+
+    /// The upper layer at `at` (<= self.end). Only its header is checked;
+    /// a non-first fragment has none.
+    #[inline(always)]
+    fn transport(&mut self, at: usize, proto: u8, first_fragment: bool) {
+        self.protocol = proto;
+        self.l4 = at as u32;
+        if !first_fragment {
+            self.payload = at as u32;
+            return;
+        }
+        let f = self.frame;
+        let avail = self.end as usize - at;
+        let (layer, need) = match proto {
+            6 => {
+                if avail < 20 {
+                    return self.fail(Error::truncated(Layer::Tcp, 20, avail).at(at));
+                }
+                let hl = usize::from(f[at + 12] >> 4) * 4;
+                if hl < 20 {
+                    return self.fail(Error::bad_length(Layer::Tcp, hl, 20).at(at));
+                }
+                (Layer::Tcp, hl)
+            }
+            17 => {
+                if avail >= 8 {
+                    let len = usize::from(be16(&f[at + 4..at + 6]));
+                    if len < 8 {
+                        return self.fail(Error::bad_length(Layer::Udp, len, 8).at(at));
+                    }
+                }
+                (Layer::Udp, 8)
+            }
+            1 => (Layer::Icmp, 8),
+            58 => (Layer::Icmpv6, 8),
+            50 => (Layer::Esp, 8),
+            51 => {
+                if avail < 12 {
+                    return self.fail(Error::truncated(Layer::Ah, 12, avail).at(at));
+                }
+                (Layer::Ah, (usize::from(f[at + 1]) + 2) * 4)
+            }
+            _ => {
+                self.payload = at as u32;
+                return;
+            }
+        };
+        if avail < need {
+            return self.fail(Error::truncated(layer, need, avail).at(at));
+        }
+        self.payload = (at + need) as u32;
+    }
+
+    /// The frame that was sliced.
+    pub fn frame(&self) -> &'a [u8] {
+        self.frame
+    }
+
+    /// Length of the frame that was sliced.
+    pub fn frame_len(&self) -> usize {
+        self.frame.len()
+    }
+
+    /// VLAN ids, outermost first.
+    pub fn vlans(&self) -> &[u16] {
+        &self.vlans[..usize::from(self.vlan_count).min(MAX_TAGS)]
+    }
+
+    /// Offset of the IP header, if there is one.
+    pub fn network_offset(&self) -> Option<usize> {
+        (self.ip_version != 0).then_some(self.l3 as usize)
+    }
+
+    /// Offset of the upper-layer header (after IPv6 extension headers), if the
+    /// IP header and extension headers parsed.
+    pub fn transport_offset(&self) -> Option<usize> {
+        (self.l4 != NONE).then_some(self.l4 as usize)
+    }
+
+    /// The IP layer.
+    pub fn network(&self) -> Option<NetworkInfo> {
+        let l3 = self.l3 as usize;
+        let (src, dst) = match self.ip_version {
+            4 => {
+                let b = self.frame.get(l3 + 12..l3 + 20)?;
+                (
+                    IpAddr::V4(Ipv4Addr::from(be32(&b[..4]))),
+                    IpAddr::V4(Ipv4Addr::from(be32(&b[4..]))),
+                )
+            }
+            6 => {
+                let b: &[u8; 32] = self.frame.get(l3 + 8..l3 + 40)?.try_into().ok()?;
+                let (s, d) = b.split_at(16);
+                let s: [u8; 16] = s.try_into().ok()?;
+                let d: [u8; 16] = d.try_into().ok()?;
+                (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
+            }
+            _ => return None,
+        };
+        Some(NetworkInfo {
+            version: self.ip_version,
+            src,
+            dst,
+            protocol: IpProtocol::from(self.protocol),
+            ttl: self.ttl,
+            is_fragment: self.frag_flags & FRAG != 0,
+            frag_offset: self.frag_offset,
+            more_fragments: self.frag_flags & MORE_FRAGS != 0,
+        })
+    }
+
+    /// The upper-layer header bytes, if this is a first fragment (or not a
+    /// fragment) and at least `n` of them are inside the IP packet.
+    #[inline]
+    fn l4_bytes(&self, n: usize) -> Option<&'a [u8]> {
+        if self.l4 == NONE || self.frag_offset != 0 {
+            return None;
+        }
+        let at = self.l4 as usize;
+        self.frame
+            .get(at..(self.end as usize).max(at))
+            .filter(|b| b.len() >= n)
+    }
+
+    /// The five-tuple. Ports are 0 for protocols without ports and for
+    /// non-first fragments. For TCP and UDP the ports are read whenever the
+    /// first four header bytes are present, even if the rest of the header was
+    /// cut off (as BPF does); [`error`](Self::error) still reports the cut.
+    /// `None` without an IP layer, or when TCP/UDP ports are missing.
+    pub fn five_tuple(&self) -> Option<FiveTuple> {
+        let n = self.network()?;
+        let (src_port, dst_port) = if n.protocol.has_ports() && self.frag_offset == 0 {
+            let b = self.l4_bytes(4)?;
+            (be16(&b[0..2]), be16(&b[2..4]))
+        } else {
+            (0, 0)
+        };
+        Some(FiveTuple {
+            src: n.src,
+            dst: n.dst,
+            protocol: n.protocol,
+            src_port,
+            dst_port,
+        })
+    }
+
+    /// TCP flags, for a TCP first fragment whose flags byte is present.
+    pub fn tcp_flags(&self) -> Option<TcpFlags> {
+        if self.protocol != 6 || self.ip_version == 0 {
+            return None;
+        }
+        let b = self.l4_bytes(14)?;
+        Some(TcpFlags::from_bits_truncate(be16(&b[12..14])))
+    }
+
+    /// ICMP or ICMPv6 type and code.
+    pub fn icmp(&self) -> Option<(u8, u8)> {
+        let icmp = match self.ip_version {
+            4 => self.protocol == 1,
+            6 => self.protocol == 58,
+            _ => false,
+        };
+        if !icmp {
+            return None;
+        }
+        let b = self.l4_bytes(2)?;
+        Some((b[0], b[1]))
+    }
+
+    /// For ESP and AH: the protocol and the SPI.
+    pub fn ipsec_spi(&self) -> Option<(IpProtocol, u32)> {
+        match (self.ip_version != 0, self.protocol) {
+            (true, 50) => self.l4_bytes(4).map(|b| (IpProtocol::Esp, be32(&b[0..4]))),
+            (true, 51) => self.l4_bytes(8).map(|b| (IpProtocol::Ah, be32(&b[4..8]))),
+            _ => None,
+        }
+    }
+
+    /// Offset in the frame of the transport payload, or of the payload of the
+    /// last layer that parsed (the IP payload for other protocols and for
+    /// non-first fragments, the link payload for non-IP frames). `None` when
+    /// the first layer failed.
+    pub fn payload_offset(&self) -> Option<usize> {
+        (self.payload != NONE).then_some(self.payload as usize)
+    }
+
+    /// The first truncated or malformed layer.
+    pub fn error(&self) -> Option<SliceError> {
+        self.error
+    }
+}
+
+/// One line in the spirit of tcpdump:
+/// `vlan 10 IP 10.0.0.1:1234 > 192.168.1.1:80: tcp [S.] length 64`.
+impl fmt::Display for Slice<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for v in self.vlans() {
+            write!(f, "vlan {v} ")?;
+        }
+        match (self.network(), self.five_tuple()) {
+            (Some(n), t) => {
+                let ip = if n.version == 6 { "IP6" } else { "IP" };
+                match t {
+                    Some(t) if n.protocol.has_ports() && !(n.is_fragment && n.frag_offset != 0) => {
+                        let sa = core::net::SocketAddr::new(t.src, t.src_port);
+                        let da = core::net::SocketAddr::new(t.dst, t.dst_port);
+                        write!(f, "{ip} {sa} > {da}: {}", n.protocol)?;
+                    }
+                    _ => write!(f, "{ip} {} > {}: {}", n.src, n.dst, n.protocol)?,
+                }
+                if let Some(fl) = self.tcp_flags() {
+                    write!(f, " {fl}")?;
+                }
+                if let Some((t, c)) = self.icmp() {
+                    write!(f, " type {t} code {c}")?;
+                }
+                if let Some((_, spi)) = self.ipsec_spi() {
+                    write!(f, " spi 0x{spi:08x}")?;
+                }
+                if n.is_fragment {
+                    write!(
+                        f,
+                        " frag offset {}{}",
+                        n.frag_offset,
+                        if n.more_fragments { "+" } else { "" }
+                    )?;
+                }
+            }
+            (None, _) => f.write_str("non-ip")?,
+        }
+        write!(f, " length {}", self.frame.len())?;
+        if let Some(e) = self.error {
+            write!(f, " [{e}]")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes a hex string of a captured frame.
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    // Frames captured with `tcpdump -i lo` on Debian 12 (ours, see the seed
+    // corpus in fuzz/corpus/slice): loopback is Ethernet with zero MACs.
+    const SYN_V4: &str = "00000000000000000000000008004500003c3a544000400602667f0000017f000001b77e46a0d180d49400000000a002ffd7fe3000000204ffd70402080a756c6b7b000000000103030a";
+    const ICMP_UNREACH: &str = "000000000000000000000000080045c000419a0000004001e1f97f0000017f00000103032e7e0000000045000025d0ee400040116bd77f0000017f000001920814e90011fe2468656c6c6f20756470";
+    const UDP_V6: &str = "00000000000000000000000086dd600b5cf6001211400000000000000000000000000000000100000000000000000000000000000001e86d14ea0012002568656c6c6f2075647036";
+    const RST_V6: &str = "00000000000000000000000086dd600f497b00140640000000000000000000000000000000010000000000000000000000000000000146a19638000000009bd5e92350140000001c0000";
+    const ECHO6: &str = "00000000000000000000000086dd600a67af001f3a4000000000000000000000000000000001000000000000000000000000000000018000992b123400016b616e736f6b752d70696e672d30313233343536373839";
+
+    #[test]
+    fn tcp_syn_v4() {
+        let f = hex(SYN_V4);
+        let s = slice(LinkType::Ethernet, &f);
+        assert_eq!(s.error(), None);
+        let t = s.five_tuple().unwrap();
+        assert_eq!(t.to_string(), "tcp 127.0.0.1:46974 > 127.0.0.1:18080");
+        assert_eq!(s.tcp_flags(), Some(TcpFlags::SYN));
+        assert_eq!(s.payload_offset(), Some(74));
+        assert_eq!(s.network().unwrap().ttl, 64);
+        assert_eq!(
+            s.to_string(),
+            "IP 127.0.0.1:46974 > 127.0.0.1:18080: tcp [S] length 74"
+        );
+    }
+
+    #[test]
+    fn icmp_and_v6() {
+        let f = hex(ICMP_UNREACH);
+        let s = slice(LinkType::Ethernet, &f);
+        assert_eq!((s.icmp(), s.payload_offset()), (Some((3, 3)), Some(42)));
+        assert_eq!(s.five_tuple().unwrap().src_port, 0);
+        let f = hex(UDP_V6);
+        let s = slice(LinkType::Ethernet, &f);
+        assert_eq!(
+            s.five_tuple().unwrap().to_string(),
+            "udp [::1]:59501 > [::1]:5354"
+        );
+        assert_eq!(&f[s.payload_offset().unwrap()..], b"hello udp6");
+        let f = hex(RST_V6);
+        assert_eq!(
+            slice(LinkType::Ethernet, &f)
+                .tcp_flags()
+                .unwrap()
+                .to_string(),
+            "[R.]"
+        );
+        let f = hex(ECHO6);
+        let s = slice(LinkType::Ethernet, &f);
+        assert_eq!(
+            (s.icmp(), s.network().unwrap().protocol),
+            (Some((128, 0)), IpProtocol::Icmpv6)
+        );
+    }
+
+    #[test]
+    fn other_link_types_reach_the_same_packet() {
+        let f = hex(SYN_V4);
+        let ip = &f[14..];
+        let want = slice(LinkType::Ethernet, &f).five_tuple();
+        for (lt, hdr) in [
+            (LinkType::Raw, vec![]),
+            (LinkType::Ipv4, vec![]),
+            (LinkType::Null, vec![2, 0, 0, 0]),
+            (LinkType::Null, vec![0, 0, 0, 2]),
+            (LinkType::LinuxSll, hex("00000001000600000000000000000800")),
+            (
+                LinkType::LinuxSll2,
+                hex("0800000000000001000100060000000000000000"),
+            ),
+        ] {
+            let frame = [hdr.as_slice(), ip].concat();
+            let s = slice(lt, &frame);
+            assert_eq!(s.five_tuple(), want, "{lt}");
+            assert_eq!(s.payload_offset(), Some(hdr.len() + 60), "{lt}");
+        }
+    }
+
+    #[test]
+    fn vlans_stack_and_cap() {
+        let f = hex(SYN_V4);
+        // 802.1ad outer tag 100, 802.1Q inner tag 200, as a QinQ switch sends them.
+        let tagged = [&f[..12], &hex("88a80064810000c8")[..], &f[12..]].concat();
+        let s = slice(LinkType::Ethernet, &tagged);
+        assert_eq!(s.vlans(), &[100, 200]);
+        assert_eq!(s.five_tuple(), slice(LinkType::Ethernet, &f).five_tuple());
+        let mut deep = f[..12].to_vec();
+        for i in 0..9u8 {
+            deep.extend_from_slice(&[0x81, 0, 0, i]);
+        }
+        deep.extend_from_slice(&f[12..]);
+        let s = slice(LinkType::Ethernet, &deep);
+        assert_eq!(s.vlans().len(), MAX_TAGS);
+        assert_eq!(
+            s.error().unwrap().kind,
+            ErrorKind::TooDeep { limit: MAX_TAGS }
+        );
+    }
+
+    #[test]
+    fn truncation_keeps_the_layers_above() {
+        let f = hex(SYN_V4);
+        let s = slice(LinkType::Ethernet, &f[..26]);
+        assert_eq!(
+            s.error().unwrap().to_string(),
+            "ipv4 header truncated at offset 14: 20 bytes needed, 12 there"
+        );
+        assert!(s.network().is_none());
+        // TCP cut after the ports: the five-tuple survives, the flags do not.
+        let s = slice(LinkType::Ethernet, &f[..40]);
+        assert_eq!(
+            s.error().unwrap().to_string(),
+            "tcp header truncated at offset 34: 20 bytes needed, 6 there"
+        );
+        assert_eq!(s.five_tuple().unwrap().dst_port, 18080);
+        assert_eq!(s.tcp_flags(), None);
+        // Options cut off.
+        let e = slice(LinkType::Ethernet, &f[..60]).error().unwrap();
+        assert_eq!(
+            (e.layer, e.needed(), e.had(), e.offset),
+            (Layer::Tcp, 40, 26, 34)
+        );
+    }
+
+    #[test]
+    fn non_ip_and_unknown_link() {
+        // A hand-encoded ARP request (RFC 826 layout); only the EtherType matters.
+        let arp = hex("ffffffffffff00070daff454080600010800060400010007");
+        let s = slice(LinkType::Ethernet, &arp);
+        assert_eq!(
+            (s.network(), s.error(), s.payload_offset()),
+            (None, None, Some(14))
+        );
+        let s = slice(LinkType::Unknown(147), &arp);
+        assert_eq!(
+            s.error().unwrap().to_string(),
+            "link type 147 not supported"
+        );
+        assert_eq!(
+            slice(LinkType::Raw, &[0x55]).error().unwrap().kind,
+            ErrorKind::BadVersion { found: 5 }
+        );
+    }
+
+    #[test]
+    fn fragments() {
+        let mut f = hex(ICMP_UNREACH);
+        // Non-first fragment: offset 185 units, MF set.
+        f[20..22].copy_from_slice(&[0x20, 0xb9]);
+        let s = slice(LinkType::Ethernet, &f);
+        let n = s.network().unwrap();
+        assert!(n.is_fragment && n.more_fragments);
+        assert_eq!(n.frag_offset, 1480);
+        assert_eq!((s.icmp(), s.payload_offset()), (None, Some(34)));
+        assert_eq!(s.five_tuple().unwrap().src_port, 0);
+    }
+
+    #[test]
+    fn ipv6_extension_walk() {
+        let f = hex(UDP_V6);
+        // Insert hop-by-hop (Router Alert, RFC 2711) then a first fragment header.
+        let mut p = f[..54].to_vec();
+        p[20] = 0; // next header: hop-by-hop
+        p.extend_from_slice(&hex("2c00050200000100")); // HBH -> fragment
+        p.extend_from_slice(&hex("1100000112345678")); // fragment -> UDP, offset 0, M
+        p.extend_from_slice(&f[54..]);
+        let pl = (p.len() - 54) as u16;
+        p[18..20].copy_from_slice(&pl.to_be_bytes());
+        let s = slice(LinkType::Ethernet, &p);
+        assert_eq!(s.error(), None);
+        let n = s.network().unwrap();
+        assert_eq!(
+            (n.protocol, n.is_fragment, n.more_fragments),
+            (IpProtocol::Udp, true, true)
+        );
+        assert_eq!(s.five_tuple().unwrap().dst_port, 5354);
+        assert_eq!(s.transport_offset(), Some(70));
+        // Routing header (43) with a length running past the packet.
+        let mut q = p.clone();
+        q[54] = 43;
+        q[55] = 200;
+        let e = slice(LinkType::Ethernet, &q).error().unwrap();
+        assert_eq!((e.layer, e.offset, e.needed()), (Layer::Ipv6Ext, 54, 1608));
+    }
+
+    #[test]
+    fn esp_and_ah_stop_the_walk() {
+        let mut f = hex(UDP_V6);
+        f[20] = 50;
+        let s = slice(LinkType::Ethernet, &f);
+        assert_eq!(s.ipsec_spi(), Some((IpProtocol::Esp, 0xe86d14ea)));
+        assert_eq!(s.five_tuple().unwrap().protocol.to_string(), "esp");
+        assert_eq!(s.payload_offset(), Some(62));
+        f[20] = 51;
+        // The UDP bytes read as AH: payload length 0x14 -> (20+2)*4 = 88 > 18 bytes there.
+        let e = slice(LinkType::Ethernet, &f).error().unwrap();
+        assert_eq!(e.layer, Layer::Ah);
+    }
+}

@@ -1,0 +1,222 @@
+//! Property tests: every `Repr` survives emit then parse; `slice` never
+//! panics on arbitrary bytes for any link type; and frames built with the
+//! `Repr`s slice back to the five-tuple they were built from.
+
+use proptest::prelude::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use wire::ah::{AhPacket, AhRepr};
+use wire::esp::{EspPacket, EspRepr};
+use wire::ethernet::{EthernetAddress, EthernetFrame, EthernetRepr};
+use wire::icmp::{IcmpPacket, IcmpRepr};
+use wire::icmpv6::{Icmpv6Packet, Icmpv6Repr};
+use wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use wire::ipv6::{Ipv6Packet, Ipv6Repr};
+use wire::ipv6ext::{Ipv6ExtHeader, Ipv6ExtRepr, Ipv6FragmentHeader, Ipv6FragmentRepr};
+use wire::null::{NullHeader, NullRepr};
+use wire::sll::{Sll2Header, Sll2Repr, SllHeader, SllRepr};
+use wire::tcp::{TcpPacket, TcpRepr};
+use wire::udp::{UdpPacket, UdpRepr};
+use wire::vlan::{VlanRepr, VlanTag};
+use wire::{slice, EtherType, IpProtocol, LinkType, TcpFlags};
+
+fn ethertype() -> impl Strategy<Value = EtherType> {
+    any::<u16>().prop_map(EtherType::from)
+}
+fn proto() -> impl Strategy<Value = IpProtocol> {
+    any::<u8>().prop_map(IpProtocol::from)
+}
+/// Bytes whose length is a multiple of `unit`, up to `max`.
+fn padded(unit: usize, max: usize) -> impl Strategy<Value = Vec<u8>> {
+    (0..=max / unit).prop_flat_map(move |n| proptest::collection::vec(any::<u8>(), n * unit))
+}
+
+proptest! {
+    #[test]
+    fn ethernet_round_trip(d in any::<[u8; 6]>(), s in any::<[u8; 6]>(), t in ethertype()) {
+        let r = EthernetRepr { dst_addr: EthernetAddress(d), src_addr: EthernetAddress(s), ethertype: t };
+        let mut b = vec![0; r.buffer_len()];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(EthernetRepr::parse(&EthernetFrame::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn vlan_round_trip(pcp in 0u8..8, dei: bool, vid in 0u16..4096, t in ethertype()) {
+        let r = VlanRepr { pcp, dei, vid, ethertype: t };
+        let mut b = [0u8; 4];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(VlanRepr::parse(&VlanTag::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn sll_round_trip(pt: u16, hw: u16, al: u16, a: [u8; 8], t in ethertype(), ifx: u32, pt2: u8, al2: u8) {
+        let r = SllRepr { packet_type: pt, arphrd: hw, addr_len: al, addr: a, protocol: t };
+        let mut b = [0u8; 16];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(SllRepr::parse(&SllHeader::new_checked(&b[..]).unwrap()).unwrap(), r);
+        let r = Sll2Repr { protocol: t, ifindex: ifx, arphrd: hw, packet_type: pt2, addr_len: al2, addr: a };
+        let mut b = [0u8; 20];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(Sll2Repr::parse(&Sll2Header::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn null_round_trip(family in 0u32..=0xffff) {
+        let r = NullRepr { family };
+        let mut b = [0u8; 4];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(NullRepr::parse(&NullHeader::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn ipv4_round_trip(s: [u8; 4], d: [u8; 4], p in proto(), len in 0usize..1400, ttl: u8, tos: u8, id: u16,
+                       df: bool, mf: bool, off in 0u16..8192, opts in padded(4, 40)) {
+        let r = Ipv4Repr { src_addr: Ipv4Addr::from(s), dst_addr: Ipv4Addr::from(d), protocol: p, payload_len: len,
+            ttl, tos, ident: id, dont_frag: df, more_frags: mf, frag_offset: off * 8, options: &opts };
+        let mut b = vec![0; r.buffer_len() + len];
+        r.emit(&mut b).unwrap();
+        let pk = Ipv4Packet::new_checked(&b[..]).unwrap();
+        prop_assert!(pk.verify_checksum());
+        prop_assert_eq!(Ipv4Repr::parse(&pk).unwrap(), r);
+    }
+
+    #[test]
+    fn ipv6_round_trip(s: [u8; 16], d: [u8; 16], p in proto(), len: u16, hl: u8, tc: u8, fl in 0u32..(1 << 20)) {
+        let r = Ipv6Repr { src_addr: Ipv6Addr::from(s), dst_addr: Ipv6Addr::from(d), next_header: p, payload_len: len,
+            hop_limit: hl, traffic_class: tc, flow_label: fl };
+        let mut b = [0u8; 40];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(Ipv6Repr::parse(&Ipv6Packet::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn ipv6ext_round_trip(p in proto(), k in 0usize..6, fill: u8, off in 0u16..8192, m: bool, id: u32) {
+        let data = vec![fill; 6 + 8 * k];
+        let r = Ipv6ExtRepr { next_header: p, data: &data };
+        let mut b = vec![0; r.buffer_len()];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(Ipv6ExtRepr::parse(&Ipv6ExtHeader::new_checked(&b[..]).unwrap()).unwrap(), r);
+        let r = Ipv6FragmentRepr { next_header: p, frag_offset: off * 8, more_frags: m, ident: id };
+        let mut b = [0u8; 8];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(Ipv6FragmentRepr::parse(&Ipv6FragmentHeader::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn tcp_round_trip(sp: u16, dp: u16, seq: u32, ack: u32, fl in 0u16..0x200, win: u16, urg: u16, opts in padded(4, 40)) {
+        let r = TcpRepr { src_port: sp, dst_port: dp, seq_number: seq, ack_number: ack, flags: TcpFlags(fl),
+            window_len: win, urgent_at: urg, options: &opts };
+        let mut b = vec![0; r.buffer_len()];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(TcpRepr::parse(&TcpPacket::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn udp_icmp_round_trip(sp: u16, dp: u16, len in 0usize..65528, t: u8, c: u8, rest: u32) {
+        let r = UdpRepr { src_port: sp, dst_port: dp, payload_len: len };
+        let mut b = [0u8; 8];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(UdpRepr::parse(&UdpPacket::new_checked(&b[..]).unwrap()).unwrap(), r);
+        let r = IcmpRepr { msg_type: t, code: c, rest_of_header: rest };
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(IcmpRepr::parse(&IcmpPacket::new_checked(&b[..]).unwrap()).unwrap(), r);
+        let r = Icmpv6Repr { msg_type: t, code: c, rest_of_header: rest };
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn ipsec_round_trip(p in proto(), spi: u32, seq: u32, icv in padded(4, 64)) {
+        let r = EspRepr { spi, seq_number: seq };
+        let mut b = [0u8; 8];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(EspRepr::parse(&EspPacket::new_checked(&b[..]).unwrap()).unwrap(), r);
+        let r = AhRepr { next_header: p, spi, seq_number: seq, icv: &icv };
+        let mut b = vec![0; r.buffer_len()];
+        r.emit(&mut b).unwrap();
+        prop_assert_eq!(AhRepr::parse(&AhPacket::new_checked(&b[..]).unwrap()).unwrap(), r);
+    }
+
+    /// Arbitrary bytes under every link type: no panic, and every accessor and
+    /// Display can be called.
+    #[test]
+    fn slice_never_panics(code in prop::sample::select(vec![0u16, 1, 101, 113, 228, 229, 276, 999]),
+                          bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let s = slice(LinkType::from_code(code), &bytes);
+        let _ = (s.vlans(), s.network(), s.five_tuple(), s.tcp_flags(), s.icmp(), s.payload_offset(), s.ipsec_spi());
+        let _ = s.to_string();
+        if let Some(e) = s.error() { let _ = e.to_string(); }
+        if let Some(p) = s.payload_offset() { prop_assert!(p <= bytes.len()); }
+        prop_assert_eq!(s.frame_len(), bytes.len());
+    }
+
+    /// Mostly-valid frames (a real header prefix with random bytes after the
+    /// EtherType) reach the deeper layers, where arbitrary bytes rarely go.
+    #[test]
+    fn slice_never_panics_past_the_link(et in prop::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x88a8]),
+                                        ver in prop::sample::select(vec![0x45u8, 0x46, 0x4f, 0x60]),
+                                        bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&et.to_be_bytes());
+        f.push(ver);
+        f.extend_from_slice(&bytes);
+        let s = slice(LinkType::Ethernet, &f);
+        let _ = (s.five_tuple(), s.tcp_flags(), s.icmp(), s.to_string());
+    }
+
+    /// Frames built by emit slice back to what they were built from.
+    #[test]
+    fn built_frames_recover_the_five_tuple(v6: bool, which in 0u8..3, sp: u16, dp: u16, s4: [u8; 4], d4: [u8; 4],
+                                           s6: [u8; 16], d6: [u8; 16], vlans in proptest::collection::vec(0u16..4096, 0..3),
+                                           payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let (src, dst) = if v6 { (IpAddr::from(s6), IpAddr::from(d6)) } else { (IpAddr::from(s4), IpAddr::from(d4)) };
+        let proto = match (which, v6) { (0, _) => IpProtocol::Tcp, (1, _) => IpProtocol::Udp, (_, false) => IpProtocol::Icmp, (_, true) => IpProtocol::Icmpv6 };
+        let l4_len = match proto { IpProtocol::Tcp => 20, IpProtocol::Udp => 8, _ => 8 } + payload.len();
+        let mut f = vec![0u8; 14 + 4 * vlans.len() + 40 + l4_len];
+        let first = if vlans.is_empty() { if v6 { EtherType::Ipv6 } else { EtherType::Ipv4 } } else { EtherType::Vlan };
+        EthernetRepr { dst_addr: EthernetAddress([2; 6]), src_addr: EthernetAddress([4; 6]), ethertype: first }.emit(&mut f).unwrap();
+        let mut at = 14;
+        for (i, v) in vlans.iter().enumerate() {
+            let next = if i + 1 < vlans.len() { EtherType::Vlan } else if v6 { EtherType::Ipv6 } else { EtherType::Ipv4 };
+            VlanRepr { pcp: 0, dei: false, vid: *v, ethertype: next }.emit(&mut f[at..]).unwrap();
+            at += 4;
+        }
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let r = Ipv4Repr { src_addr: s, dst_addr: d, protocol: proto, payload_len: l4_len, ttl: 64, tos: 0, ident: 1,
+                    dont_frag: true, more_frags: false, frag_offset: 0, options: &[] };
+                r.emit(&mut f[at..]).unwrap();
+                at += 20;
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                Ipv6Repr { src_addr: s, dst_addr: d, next_header: proto, payload_len: l4_len as u16, hop_limit: 64,
+                    traffic_class: 0, flow_label: 0 }.emit(&mut f[at..]).unwrap();
+                at += 40;
+            }
+            _ => unreachable!(),
+        }
+        f.truncate(at + l4_len);
+        let l4 = &mut f[at..];
+        match proto {
+            IpProtocol::Tcp => TcpRepr { src_port: sp, dst_port: dp, seq_number: 1, ack_number: 2, flags: TcpFlags::ACK,
+                window_len: 100, urgent_at: 0, options: &[] }.emit(l4).unwrap(),
+            IpProtocol::Udp => UdpRepr { src_port: sp, dst_port: dp, payload_len: payload.len() }.emit(l4).unwrap(),
+            IpProtocol::Icmp => IcmpRepr::echo(true, sp, dp).emit(l4).unwrap(),
+            _ => Icmpv6Repr::echo(true, sp, dp).emit(l4).unwrap(),
+        }
+        let hl = l4_len - payload.len();
+        l4[hl..].copy_from_slice(&payload);
+        let s = slice(LinkType::Ethernet, &f);
+        prop_assert_eq!(s.error(), None);
+        prop_assert_eq!(s.vlans(), &vlans[..]);
+        let t = s.five_tuple().unwrap();
+        prop_assert_eq!((t.src, t.dst, t.protocol), (src, dst, proto));
+        if proto.has_ports() {
+            prop_assert_eq!((t.src_port, t.dst_port), (sp, dp));
+        } else {
+            prop_assert_eq!((t.src_port, t.dst_port), (0, 0));
+            prop_assert_eq!(s.icmp().map(|x| x.0), Some(if v6 { 128 } else { 8 }));
+        }
+        prop_assert_eq!(s.tcp_flags().is_some(), proto == IpProtocol::Tcp);
+        prop_assert_eq!(&f[s.payload_offset().unwrap()..], &payload[..]);
+    }
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs one cargo-fuzz target for a while: scripts/fuzz.sh TARGET [SECONDS]
+# Targets: slice (frame slicer), pcap, pcapng, compressed (the readers). Needs the nightly toolchain;
+# installs cargo-fuzz from crates.io if it is missing. Crashes land in fuzz/artifacts/TARGET/.
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+target=${1:?usage: scripts/fuzz.sh TARGET [SECONDS]}
+secs=${2:-60}
+command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
+mkdir -p "corpus/$target"
+cargo +nightly fuzz run "$target" "corpus/$target" -- -max_total_time="$secs" -rss_limit_mb=2048

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what kansoku's tests and benchmarks use besides the Rust toolchain:
+# tshark (the independent reader the tests check every written file with),
+# tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2.
+# Idempotent and quiet when everything is already there.
+set -euo pipefail
+need=()
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
+command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+command -v lz4 >/dev/null 2>&1 || need+=(lz4)
+command -v zstd >/dev/null 2>&1 || need+=(zstd)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps: need root to install: ${need[*]}" >&2
+        exit 2
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    # tshark asks whether non-root users may capture; answer for it.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
+done
