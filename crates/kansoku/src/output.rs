@@ -33,16 +33,11 @@ pub fn write_text(out: &mut impl Write, pkt: &Packet, time_format: TimeFormat) -
     }
     match s.five_tuple() {
         Some(ft) => {
-            write!(out, " {}", ft.protocol)?;
             if has_ports(ft.protocol) {
-                write!(
-                    out,
-                    " {} > {}",
-                    Endpoint(ft.src, ft.src_port),
-                    Endpoint(ft.dst, ft.dst_port)
-                )?;
+                // `tcp 10.0.0.1:1234 > 10.0.0.2:80`, IPv6 addresses in brackets.
+                write!(out, " {ft}")?;
             } else {
-                write!(out, " {} > {}", ft.src, ft.dst)?;
+                write!(out, " {} {} > {}", ft.protocol, ft.src, ft.dst)?;
             }
             if let Some(flags) = s.tcp_flags() {
                 write!(out, " {flags}")?;
@@ -65,18 +60,6 @@ pub fn write_text(out: &mut impl Write, pkt: &Packet, time_format: TimeFormat) -
 
 fn has_ports(p: IpProtocol) -> bool {
     matches!(p, IpProtocol::Tcp | IpProtocol::Udp)
-}
-
-/// `10.0.0.1:80` or `[2001:db8::1]:80`.
-struct Endpoint(IpAddr, u16);
-
-impl std::fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            IpAddr::V4(a) => write!(f, "{a}:{}", self.1),
-            IpAddr::V6(a) => write!(f, "[{a}]:{}", self.1),
-        }
-    }
 }
 
 #[derive(Serialize)]

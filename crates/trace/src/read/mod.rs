@@ -320,17 +320,22 @@ impl TraceReader {
     /// first; returns how many are available.
     fn fill(&mut self, need: usize) -> Result<usize> {
         while self.end - self.pos < need && !self.eof {
-            if self.buf.len() - self.pos < need || self.buf.len() - self.end < MIN_READ {
+            if self.pos > 0
+                && (self.buf.len() - self.pos < need || self.buf.len() - self.end < MIN_READ)
+            {
                 // Move the unread tail to the front; it is less than one record.
                 self.buf.copy_within(self.pos..self.end, 0);
                 self.base += self.pos as u64;
                 self.end -= self.pos;
                 self.pos = 0;
-                if self.buf.len() < need.max(self.end + MIN_READ) {
-                    // `need` is bounded by the formats' record length limits.
-                    let len = need.max(self.end + MIN_READ).next_power_of_two();
-                    self.buf.resize(len, 0);
-                }
+            }
+            if self.buf.len() - self.end < MIN_READ {
+                // Grow with the data that arrives, doubling, never straight to
+                // `need`: a short input whose length field claims a huge record
+                // must not make the reader allocate that record. `need` itself
+                // is bounded by the formats' record length limits.
+                let len = (self.buf.len() * 2).max(self.end + MIN_READ);
+                self.buf.resize(len, 0);
             }
             let end = self.end;
             let stop = self.buf.len().min(end.saturating_add(self.max_read));
