@@ -102,12 +102,18 @@ fn a_short_file_claiming_a_huge_record_does_not_allocate_it() {
     let before = peak_rss_kib();
     let mut r = TraceReader::from_read(Box::new(std::io::Cursor::new(file))).expect("open");
     let mut n = 0;
-    while let Some(rec) = r.next_record().expect("a cut record is a truncation, not an error") {
+    while let Some(rec) = r
+        .next_record()
+        .expect("a cut record is a truncation, not an error")
+    {
         n += usize::from(matches!(rec, Record::Packet(_)));
     }
     assert_eq!(n, 0);
     let t = r.truncation().expect("the file is cut short");
     assert_eq!(t.needed, 16 + 200_000_000);
     let grown = peak_rss_kib().saturating_sub(before);
-    assert!(grown < 16 * 1024, "peak RSS grew by {grown} KiB for a 56-byte file");
+    assert!(
+        grown < 16 * 1024,
+        "peak RSS grew by {grown} KiB for a 56-byte file"
+    );
 }

@@ -149,7 +149,7 @@ pub fn decode_blocks(src: &[u8], offset: u64, out: &mut Vec<u8>) -> Result<()> {
         } else {
             let start = out.len();
             out.resize(start + MAX_BLOCK, 0);
-            match lz4_flex::block::decompress_into(body, &mut out[start..]) {
+            match decompress_block(body, &mut out[start..]) {
                 Ok(n) => out.truncate(start + n),
                 Err(e) => {
                     out.truncate(start);
@@ -159,6 +159,23 @@ pub fn decode_blocks(src: &[u8], offset: u64, out: &mut Vec<u8>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Decompresses one independent LZ4 block into `dst`, returning the bytes
+/// written; corrupt or oversized input is an error, never out-of-bounds
+/// access.
+///
+/// This uses the reference C implementation's `LZ4_decompress_safe` (made
+/// for untrusted input, fuzzed upstream) rather than lz4_flex: on the
+/// long overlapping matches of repetitive traffic (a fixed payload, a worm)
+/// lz4_flex 0.11 and 0.14 decode at about 2.5 GB/s where liblz4 reaches
+/// 23 GB/s on this machine, while on random data both run at 12-13 GB/s.
+/// Compression stays with lz4_flex, which is as fast as liblz4 on
+/// repetitive data and faster on incompressible data.
+pub(crate) fn decompress_block(src: &[u8], dst: &mut [u8]) -> std::io::Result<usize> {
+    // LZ4 blocks are at most 4 MiB; a larger buffer only means more room.
+    let capacity = i32::try_from(dst.len()).unwrap_or(i32::MAX);
+    lz4::block::decompress_to_buffer(src, Some(capacity), dst)
 }
 
 fn lz4_error(offset: u64, what: impl std::fmt::Display) -> Error {

@@ -292,7 +292,7 @@ impl<R: BufRead> Lz4Decoder<R> {
             target[..len].copy_from_slice(data);
             len
         } else if f.independent || self.window.is_empty() {
-            lz4_flex::block::decompress_into(data, target)
+            crate::compress::lz4::decompress_block(data, target)
                 .map_err(|e| corrupt(format!("lz4 block: {e}")))?
         } else {
             lz4_flex::block::decompress_into_with_dict(data, target, &self.window)
