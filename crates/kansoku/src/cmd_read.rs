@@ -86,14 +86,7 @@ pub fn run(args: &ReadArgs) -> CliResult<i32> {
     // Close the output before reporting a read error: nothing written is lost.
     let mut code = 0;
     if let Some(sink) = sink {
-        let summary = sink.finish()?;
-        if args.json {
-            let mut o = io::stdout().lock();
-            serde_json::to_writer(&mut o, &summary).map_err(io::Error::from)?;
-            writeln!(o)?;
-        } else {
-            eprintln!("kansoku: {}", summary.describe());
-        }
+        sink.finish()?.report(args.json)?;
     }
     match window {
         Some(w) if w.indexed => eprintln!(

@@ -1,6 +1,5 @@
 //! `kansoku synth`: write a synthetic trace.
 
-use std::io::{self, Write};
 use std::net::IpAddr;
 
 use synth::{FrameSize, IpVersion, PayloadPattern, ProtoMix, Synth, SynthConfig};
@@ -39,21 +38,7 @@ pub fn run(args: &SynthArgs) -> CliResult<i32> {
         progress.tick(n, n);
     }
     progress.finish();
-    let summary = sink.finish()?;
-    if args
-        .out
-        .write
-        .as_deref()
-        .is_some_and(|p| p.as_os_str() != "-")
-    {
-        if args.json {
-            let mut o = io::stdout().lock();
-            serde_json::to_writer(&mut o, &summary).map_err(io::Error::from)?;
-            writeln!(o)?;
-        } else {
-            eprintln!("kansoku: {}", summary.describe());
-        }
-    }
+    sink.finish()?.report(args.json)?;
     Ok(0)
 }
 

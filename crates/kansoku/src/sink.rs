@@ -2,7 +2,7 @@
 //! standard output, through the trace store's writer.
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
@@ -217,6 +217,23 @@ impl SinkSummary {
             raw_blocks: 0,
             dropped_records: 0,
         }
+    }
+
+    /// Prints the closing summary: as JSON on standard output (on standard
+    /// error when the trace itself went to standard output), else as a line
+    /// on standard error.
+    pub fn report(&self, json: bool) -> CliResult<()> {
+        let trace_on_stdout = self.files.iter().any(|p| p.as_os_str() == "-");
+        if !json {
+            eprintln!("kansoku: {}", self.describe());
+        } else if trace_on_stdout {
+            eprintln!("{}", serde_json::to_string(self).map_err(io::Error::from)?);
+        } else {
+            let mut o = io::stdout().lock();
+            serde_json::to_writer(&mut o, self).map_err(io::Error::from)?;
+            writeln!(o)?;
+        }
+        Ok(())
     }
 
     /// `written 1000 packets to out.pcap.lz4: 1518000 -> 301234 bytes (ratio 0.198), 3 of 47 blocks stored raw`.
