@@ -19,6 +19,8 @@ pub enum Command {
     Read(ReadArgs),
     /// Summarize a trace: packets, bytes, duration, link types, protocol mix, compression.
     Stats(StatsArgs),
+    /// Capture packets live from an interface (AF_PACKET, TPACKET_V3 ring) into a trace, or print them.
+    Capture(CaptureArgs),
     /// Write a synthetic trace (fixed or random payloads, 64–1518-byte frames, TCP/UDP/ICMP, IPv4/IPv6, VLAN tags).
     Synth(SynthArgs),
 }
@@ -183,4 +185,37 @@ pub enum CompressArg {
 pub enum PrecisionArg {
     Micro,
     Nano,
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Interface to capture on.
+    #[arg(short = 'i', value_name = "IFACE")]
+    pub interface: String,
+    /// Bytes to keep of each packet (the kernel cuts the rest).
+    #[arg(short = 's', value_name = "SNAPLEN", default_value_t = 262_144)]
+    pub snaplen: u32,
+    /// Ring buffer size in MiB.
+    #[arg(short = 'B', value_name = "MIB", default_value_t = 32)]
+    pub buffer_mib: usize,
+    /// Ring block size in KiB (a power of two); the kernel hands over a block when it is full or after 10 ms.
+    #[arg(long, value_name = "KIB", default_value_t = 1024)]
+    pub ring_block_kib: usize,
+    /// Stop after this many packets.
+    #[arg(short = 'c', value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Drop root privileges to this user once the socket is open (as tcpdump -Z).
+    #[arg(short = 'Z', value_name = "USER")]
+    pub user: Option<String>,
+    /// Ring blocks the writer's queue holds before packets are dropped (and counted).
+    #[arg(long, value_name = "BLOCKS", default_value_t = 32)]
+    pub queue: usize,
+    /// Print the final statistics as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }

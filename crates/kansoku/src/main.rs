@@ -2,6 +2,7 @@
 //! library crates, and printing; the work itself is done in `wire` and `trace`.
 
 mod cli;
+mod cmd_capture;
 mod cmd_read;
 mod cmd_stats;
 mod cmd_synth;
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Read(args) => cmd_read::run(&args),
         Command::Stats(args) => cmd_stats::run(&args),
+        Command::Capture(args) => cmd_capture::run(&args),
         Command::Synth(args) => cmd_synth::run(&args),
     };
     match result {

@@ -24,3 +24,9 @@ pub fn install() {
 pub fn stop_requested() -> bool {
     STOP.get().is_some_and(|f| f.load(Ordering::Relaxed))
 }
+
+/// The flag itself, for loops in other crates (the capture pipeline).
+pub fn stop_flag() -> &'static AtomicBool {
+    static NEVER: AtomicBool = AtomicBool::new(false);
+    STOP.get().map_or(&NEVER, |f| f.as_ref())
+}

@@ -1,0 +1,21 @@
+//! `capture`: live packet capture from AF_PACKET TPACKET_V3 rings.
+//!
+//! - [`ring::TpacketRing`] opens an AF_PACKET socket on one interface, maps its
+//!   TPACKET_V3 receive ring, cuts packets to the snap length in the kernel,
+//!   and hands out whole ring blocks; its [`ring::KernelStats`] are the
+//!   kernel's own counters (PACKET_STATISTICS: packets, drops, freezes).
+//! - [`pipeline::run`] drains a ring on the calling thread and feeds batches
+//!   to a consumer (the trace writer) on another, over a bounded queue whose
+//!   overflow is counted, never silent.
+//! - [`privileges::drop_privileges`] is `tcpdump -Z`.
+//!
+//! This is the only kansoku crate with `unsafe` code: system calls, the ring
+//! mapping, and the block status word shared with the kernel. Each block
+//! carries a `// SAFETY:` note.
+
+pub mod pipeline;
+pub mod privileges;
+pub mod ring;
+
+pub use pipeline::{Batch, BatchPacket, CaptureStats, LiveStats, PipelineConfig};
+pub use ring::{KernelStats, RingConfig, TpacketRing};

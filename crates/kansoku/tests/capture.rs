@@ -1,0 +1,248 @@
+//! Live capture, end to end, as root: each test runs in a network namespace
+//! of its own (`unshare -n`, gone when the test's processes exit) with a veth
+//! pair, sends frames with an AF_PACKET sender (tests/capture/send.py) and
+//! captures them with `kansoku capture`. What was captured is read back by
+//! tshark and compared byte for byte with what was sent.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+/// Whether the tests can run: they need root (CAP_NET_ADMIN and CAP_NET_RAW).
+/// CI runs as root; elsewhere they are skipped with a note.
+fn can_run() -> bool {
+    // SAFETY-free check: the effective uid of this process.
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "capture tests need root, and CI runs as root"
+        );
+        eprintln!("skipping: capture tests need root");
+    }
+    root
+}
+
+const PRELUDE: &str = r#"
+set -eu
+sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+ip link set lo up
+ip link add kca type veth peer name kcb
+ip link set kca up
+ip link set kcb up
+# Wait until N packet sockets exist in this namespace (the capture's ring is open).
+wait_sockets() { for _ in $(seq 200); do [ "$(($(wc -l < /proc/net/packet) - 1))" -ge "$1" ] && return 0; sleep 0.02; done; echo "no capture socket" >&2; return 1; }
+"#;
+
+/// Runs `script` in a new network namespace with $K (kansoku), $SEND (the
+/// sender) and $DIR (a temp dir) set.
+fn in_netns(dir: &Path, script: &str) -> Output {
+    let send = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/capture/send.py");
+    let out = Command::new("unshare")
+        .args(["-n", "bash", "-c", &format!("{PRELUDE}\n{script}")])
+        .env("K", env!("CARGO_BIN_EXE_kansoku"))
+        .env("SEND", send)
+        .env("DIR", dir)
+        .output()
+        .expect("run unshare");
+    assert!(
+        out.status.success(),
+        "namespace script failed ({:?}):\n{script}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json(path: PathBuf) -> serde_json::Value {
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(text.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{}: {e}: {text}", path.display()))
+}
+
+fn sent_frames(path: &Path) -> Vec<Vec<u8>> {
+    let (records, _) = read_all(path);
+    packets_of(&records).into_iter().map(|p| p.data).collect()
+}
+
+/// Accounting that never hides a loss: what the kernel saw is exactly what
+/// was written, dropped by the kernel, dropped by kansoku or skipped after -c.
+fn assert_accounting(s: &serde_json::Value) {
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("no {k} in {s}"));
+    assert_eq!(
+        n("kernel_packets"),
+        n("received") + n("kernel_drops"),
+        "{s}"
+    );
+    assert_eq!(
+        n("received"),
+        n("written") + n("dropped_kansoku") + n("skipped"),
+        "{s}"
+    );
+}
+
+#[test]
+fn veth_capture_is_byte_exact_with_vlan_tags_and_nothing_dropped() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+$K capture -i kcb -c 3000 -w "$DIR/cap.pcapng.lz4" --format pcapng --json > "$DIR/stats.json" &
+pid=$!
+wait_sockets 1
+python3 "$SEND" kca 3000 "$DIR/sent.pcap" --vlan-every 7
+wait $pid
+"#,
+    );
+    let stats = json(dir.path().join("stats.json"));
+    assert_eq!(stats["written"], 3000, "{stats}");
+    assert_eq!(stats["kernel_drops"], 0, "{stats}");
+    assert_eq!(stats["dropped_kansoku"], 0, "{stats}");
+    assert_accounting(&stats);
+    let sent = sent_frames(&dir.path().join("sent.pcap"));
+    assert_eq!(sent.len(), 3000);
+    let (got, ok, err) = tshark_read(&dir.path().join("cap.pcapng.lz4"));
+    assert!(ok, "tshark: {err}");
+    assert_eq!(got.len(), 3000);
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert!(
+            g.data == *s,
+            "frame {i} differs: captured {} bytes, sent {}",
+            g.data.len(),
+            s.len()
+        );
+        assert_eq!(g.len as usize, s.len());
+    }
+    // The VLAN tags the kernel moves into packet metadata were put back.
+    assert!(
+        got.iter()
+            .filter(|g| g.data[12..14] == [0x81, 0x00])
+            .count()
+            >= 3000 / 7
+    );
+}
+
+#[test]
+fn snaplen_is_honoured_on_loopback() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+$K capture -i lo -s 100 -c 200 -w "$DIR/lo.pcap" --compress none --json > "$DIR/stats.json" &
+pid=$!
+wait_sockets 1
+python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); r.bind(("127.0.0.1", 47002))
+for i in range(100): s.sendto(bytes(1000), ("127.0.0.1", 47002))
+'
+wait $pid
+"#,
+    );
+    let (got, ok, err) = tshark_read(&dir.path().join("lo.pcap"));
+    assert!(ok, "{err}");
+    assert_eq!(
+        got.len(),
+        200,
+        "each datagram is seen going out and coming in on lo"
+    );
+    for g in &got {
+        assert_eq!((g.caplen, g.len), (100, 14 + 20 + 8 + 1000));
+    }
+}
+
+#[test]
+fn a_small_ring_and_a_slow_writer_report_every_drop() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+$K capture -i kcb -B 1 --ring-block-kib 64 --queue 1 --compress zstd --level 19 --block-size 4 \
+    -w "$DIR/d.pcap.zst" --duration 6 --json > "$DIR/stats.json" || true &
+pid=$!
+wait_sockets 1
+python3 "$SEND" kca 200000 "$DIR/sent.pcap" --size 60-1514
+wait $pid
+"#,
+    );
+    let stats = json(dir.path().join("stats.json"));
+    assert_accounting(&stats);
+    let drops =
+        stats["kernel_drops"].as_u64().unwrap() + stats["dropped_kansoku"].as_u64().unwrap();
+    assert!(drops > 0, "the burst should overflow a 1 MiB ring: {stats}");
+    assert_eq!(stats["kernel_packets"], 200_000, "{stats}");
+    // What was written is in the file.
+    let (records, truncated) = read_all(&dir.path().join("d.pcap.zst"));
+    assert!(!truncated);
+    assert_eq!(
+        packets_of(&records).len() as u64,
+        stats["written"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn sigint_leaves_a_complete_file_and_sigkill_a_readable_one() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+python3 "$SEND" kca 6000 "$DIR/sent.pcap" --seconds 3 &
+snd=$!
+$K capture -i kcb -w "$DIR/int.pcap.lz4" --json > "$DIR/int.json" &
+a=$!
+$K capture -i kcb -w "$DIR/kill.pcap.lz4" &
+b=$!
+sleep 1.5
+kill -INT $a
+kill -KILL $b
+wait $a
+wait $b || true
+wait $snd
+"#,
+    );
+    let sent = sent_frames(&dir.path().join("sent.pcap"));
+    let stats = json(dir.path().join("int.json"));
+    assert_accounting(&stats);
+    let (got, ok, err) = tshark_read(&dir.path().join("int.pcap.lz4"));
+    assert!(ok, "SIGINT: tshark reports a damaged file: {err}");
+    assert_eq!(got.len() as u64, stats["written"].as_u64().unwrap());
+    assert!(
+        got.len() > 100 && got.len() < sent.len(),
+        "{} of {}",
+        got.len(),
+        sent.len()
+    );
+    // The capture started before the first frame, so it holds a prefix of what was sent.
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert!(g.data == *s, "SIGINT file: frame {i} differs");
+    }
+    let (killed, _, err) = tshark_read(&dir.path().join("kill.pcap.lz4"));
+    assert!(!killed.is_empty(), "SIGKILL: tshark read nothing: {err}");
+    for (i, (g, s)) in killed.iter().zip(&sent).enumerate() {
+        assert!(g.data == *s, "SIGKILL file: frame {i} differs");
+    }
+}
