@@ -3,6 +3,9 @@
 
 mod cli;
 mod cmd_capture;
+mod cmd_filter;
+mod cmd_plot;
+mod cmd_profile;
 mod cmd_read;
 mod cmd_stats;
 mod cmd_synth;
@@ -29,6 +32,10 @@ fn main() -> ExitCode {
         Command::Stats(args) => cmd_stats::run(&args),
         Command::Capture(args) => cmd_capture::run(&args),
         Command::Synth(args) => cmd_synth::run(&args),
+        Command::Filter(args) => cmd_filter::run(&args),
+        Command::Bench(args) => cmd_filter::bench(&args),
+        Command::Profile(args) => cmd_profile::run(&args),
+        Command::Plot(args) => cmd_plot::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

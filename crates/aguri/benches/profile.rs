@@ -1,0 +1,175 @@
+//! Profiling throughput on one core, on a trace already in memory, beside
+//! the cost of merely iterating over the same packets in the same process.
+//!
+//! Two traces of Ethernet frames made with `synth`:
+//! - `heavy-tailed`: 2,000,000 packets drawn from 100,000 distinct flows with
+//!   a heavy-tailed popularity (a few flows carry most packets, as on real
+//!   links);
+//! - `uniform`: 2,000,000 packets each with a fresh random source address
+//!   (10.0.0.0/8) and source port: the worst case, every packet a new key in
+//!   two of the four trees, so every packet walks and reclaims.
+//!
+//! For each: `iterate` sums the frames' lengths (touching every packet),
+//! `slice` also finds each frame's IP header and ports with `wire::slice`,
+//! and `profile` slices and counts every packet in the four trees with the
+//! default budget (4096 nodes each) and one summary at the end. Each figure
+//! is the best of 5 runs. Run with `cargo bench -p aguri`.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use aguri::{FlowKey, ProfilerConfig};
+use synth::{FrameSize, IpVersion, PayloadPattern, ProtoMix, Synth, SynthConfig};
+use wire::LinkType;
+
+const PACKETS: usize = 2_000_000;
+
+fn frames(count: u64, seed: u64) -> Vec<Vec<u8>> {
+    let mut s = Synth::new(SynthConfig {
+        count,
+        size: FrameSize::Fixed(96),
+        payload: PayloadPattern::Fixed(0),
+        proto: ProtoMix::Mix,
+        ip: IpVersion::V4,
+        seed,
+        ..SynthConfig::default()
+    })
+    .expect("synth config");
+    let mut v = Vec::new();
+    while let Some((_, f)) = s.next_frame() {
+        v.push(f.to_vec());
+    }
+    v
+}
+
+/// The packets of a trace in memory: timestamps, lengths, and the frames
+/// they point at (shared frames stand for the packets of one flow).
+struct Trace {
+    frames: Vec<Vec<u8>>,
+    packets: Vec<(u64, u32, u32)>,
+}
+
+fn heavy_tailed() -> Trace {
+    let frames = frames(100_000, 1);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let packets = (0..PACKETS)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // u^4 puts most draws on the first flows: a heavy tail.
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            let f = ((u * u * u * u) * frames.len() as f64) as usize;
+            let f = f.min(frames.len() - 1);
+            (i as u64 * 1000, wire_len(i), f as u32)
+        })
+        .collect();
+    Trace { frames, packets }
+}
+
+fn uniform() -> Trace {
+    let frames = frames(PACKETS as u64, 2);
+    let packets = frames
+        .iter()
+        .enumerate()
+        .map(|(i, _)| (i as u64 * 1000, wire_len(i), i as u32))
+        .collect();
+    Trace { frames, packets }
+}
+
+/// Lengths on the wire spread over 64..1518 bytes; the frames themselves
+/// are short (headers and a little payload, as a 96-byte snap length keeps),
+/// so that two million of them fit in memory.
+fn wire_len(i: usize) -> u32 {
+    64 + (i as u32).wrapping_mul(7919) % 1455
+}
+
+fn best_of<F: FnMut() -> u64>(mut f: F) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        black_box(f());
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    best
+}
+
+fn run(name: &str, t: &Trace) {
+    let n = t.packets.len() as f64;
+    let iterate = best_of(|| {
+        let mut sum = 0u64;
+        for &(ts, len, f) in &t.packets {
+            let frame = &t.frames[f as usize];
+            sum = sum.wrapping_add(ts ^ u64::from(len) ^ u64::from(frame[0]));
+        }
+        sum
+    });
+    let slice = best_of(|| {
+        let mut sum = 0u64;
+        for &(_, len, f) in &t.packets {
+            let s = wire::slice(LinkType::Ethernet, &t.frames[f as usize]);
+            if let Some(k) = FlowKey::of(&s) {
+                sum = sum.wrapping_add(u64::from(len) ^ u64::from(k.src_port));
+            }
+        }
+        sum
+    });
+    let keys: Vec<(u64, u32, FlowKey)> = t
+        .packets
+        .iter()
+        .filter_map(|&(ts, len, f)| {
+            FlowKey::of(&wire::slice(LinkType::Ethernet, &t.frames[f as usize]))
+                .map(|k| (ts, len, k))
+        })
+        .collect();
+    let keys_iter = best_of(|| {
+        let mut sum = 0u64;
+        for (ts, len, k) in &keys {
+            sum = sum.wrapping_add(ts ^ u64::from(*len) ^ u64::from(k.src_port));
+        }
+        sum
+    });
+    let keys_profile = best_of(|| {
+        let mut p = ProfilerConfig::default().build().expect("config");
+        for (ts, len, k) in &keys {
+            black_box(p.add(*ts, k, *len));
+        }
+        let s = p.finish().expect("one summary");
+        s.sections[0].entries.len() as u64
+    });
+    let profile = best_of(|| {
+        let mut p = ProfilerConfig::default().build().expect("config");
+        for &(ts, len, f) in &t.packets {
+            black_box(p.add_frame(LinkType::Ethernet, ts, len, &t.frames[f as usize]));
+        }
+        let s = p.finish().expect("one summary");
+        s.sections[0].entries.len() as u64
+    });
+    let mpps = |secs: f64| n / secs / 1e6;
+    println!(
+        "{name:>12}: iterate {:7.1} Mpps | iterate+slice {:6.1} Mpps | slice+profile {:6.1} Mpps ({:.0} ns/packet, {:.2}x the iterate+slice time)",
+        mpps(iterate),
+        mpps(slice),
+        mpps(profile),
+        profile / n * 1e9,
+        profile / slice
+    );
+    println!(
+        "{:>12}  pre-sliced keys: iterate {:7.1} Mpps | profile {:6.1} Mpps ({:.0} ns/packet)",
+        "",
+        mpps(keys_iter),
+        mpps(keys_profile),
+        keys_profile / n * 1e9
+    );
+}
+
+fn main() {
+    // `cargo test --benches` runs this with --bench absent: keep it quick then.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("profile bench: run with `cargo bench -p aguri`");
+        return;
+    }
+    println!("aguri profiler, {PACKETS} packets in memory, default budget, one core");
+    run("heavy-tailed", &heavy_tailed());
+    run("uniform", &uniform());
+}

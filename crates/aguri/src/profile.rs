@@ -1,0 +1,374 @@
+//! The profiler stage: packets in, one [`Summary`] per interval out.
+//!
+//! Four trees, as aguri keeps (paper 004 §2.2): source address, destination
+//! address, `version:protocol:srcport` and `version:protocol:dstport`. Each
+//! packet is counted once in each, in bytes and in packets. Intervals are
+//! aligned to multiples of their length in Unix time; the first interval
+//! starts at the first packet and the last ends at the last packet, so the
+//! partial intervals at both ends are reported, and every packet is in
+//! exactly one summary. A packet whose time is earlier than its interval
+//! (traces merged from several interfaces are not always in order) is
+//! counted in the current interval rather than dropped.
+
+use core::fmt;
+use core::net::IpAddr;
+
+use wire::{LinkType, Slice};
+
+use crate::label::{address_key, port_key, KeyKind, V4_MAPPED, V4_MAPPED_LEN};
+use crate::summary::{Section, SectionKind, Summary};
+use crate::tree::{Metric, PatriciaTree, MIN_BUDGET};
+
+/// aguri's usual node budget per tree.
+pub const DEFAULT_BUDGET: usize = 4096;
+/// The default threshold, in percent of the interval's total.
+pub const DEFAULT_THRESHOLD: f64 = 1.0;
+
+/// What the profiler needs of a packet: its addresses, protocol and ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// The IP protocol number (after IPv6 extension headers).
+    pub protocol: u8,
+    /// 0 for protocols without ports and for non-first fragments.
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+impl FlowKey {
+    /// The key of a sliced frame; `None` when it has no IP layer.
+    #[inline]
+    pub fn of(s: &Slice<'_>) -> Option<FlowKey> {
+        let n = s.network()?;
+        let (src_port, dst_port) = s
+            .five_tuple()
+            .map(|t| (t.src_port, t.dst_port))
+            .unwrap_or((0, 0));
+        Some(FlowKey {
+            src: n.src,
+            dst: n.dst,
+            protocol: n.protocol.into(),
+            src_port,
+            dst_port,
+        })
+    }
+
+    fn version(&self) -> u8 {
+        if self.src.is_ipv4() {
+            4
+        } else {
+            6
+        }
+    }
+}
+
+/// A profiler's settings. [`build`](Self::build) checks them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProfilerConfig {
+    /// Interval length in nanoseconds; 0 makes one summary of everything.
+    pub interval_ns: u64,
+    /// Nodes per tree.
+    pub budget: usize,
+    /// Percent of the interval's total an entry needs to be reported.
+    pub threshold: f64,
+    /// What the threshold and the shares are measured in.
+    pub metric: Metric,
+}
+
+impl Default for ProfilerConfig {
+    fn default() -> Self {
+        ProfilerConfig {
+            interval_ns: 0,
+            budget: DEFAULT_BUDGET,
+            threshold: DEFAULT_THRESHOLD,
+            metric: Metric::Bytes,
+        }
+    }
+}
+
+/// A setting that cannot work.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfigError {
+    /// The threshold is not within 0..=100 percent.
+    Threshold(f64),
+    /// The node budget is below [`MIN_BUDGET`].
+    Budget(usize),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Threshold(t) => {
+                write!(f, "bad threshold {t}% (expected 0 to 100)")
+            }
+            ConfigError::Budget(b) => {
+                write!(
+                    f,
+                    "node budget {b} is too small (expected at least {MIN_BUDGET})"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ProfilerConfig {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(0.0..=100.0).contains(&self.threshold) {
+            return Err(ConfigError::Threshold(self.threshold));
+        }
+        if self.budget < MIN_BUDGET {
+            return Err(ConfigError::Budget(self.budget));
+        }
+        Ok(())
+    }
+
+    /// The profiler these settings describe.
+    pub fn build(self) -> Result<Profiler, ConfigError> {
+        self.validate()?;
+        Ok(Profiler {
+            trees: Trees::new(self.budget),
+            cfg: self,
+            current: None,
+            non_ip: (0, 0),
+        })
+    }
+}
+
+/// The four trees of one period.
+pub(crate) struct Trees {
+    pub(crate) t: [PatriciaTree; 4],
+}
+
+impl Trees {
+    pub(crate) fn new(budget: usize) -> Trees {
+        let addr = || PatriciaTree::new(KeyKind::Address, budget, &[(V4_MAPPED, V4_MAPPED_LEN)]);
+        let v4 = port_key(4, 0, 0);
+        let v6 = port_key(6, 0, 0);
+        let port = || PatriciaTree::new(KeyKind::Port, budget, &[(v4, 8), (v6, 8)]);
+        Trees {
+            t: [addr(), addr(), port(), port()],
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        for t in &mut self.t {
+            t.clear();
+        }
+    }
+
+    pub(crate) fn sections(&self, metric: Metric, threshold: f64) -> [Section; 4] {
+        let sec = |i: usize, kind| {
+            let t = &self.t[i];
+            Section {
+                kind,
+                bytes: t.total_bytes(),
+                packets: t.total_packets(),
+                entries: t.aggregate(metric, threshold),
+            }
+        };
+        [
+            sec(0, SectionKind::SrcAddress),
+            sec(1, SectionKind::DstAddress),
+            sec(2, SectionKind::SrcPort),
+            sec(3, SectionKind::DstPort),
+        ]
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Current {
+    index: u64,
+    start_ns: u64,
+    last_ns: u64,
+}
+
+/// The running profiler: feed it packets with [`add`](Self::add) or
+/// [`add_frame`](Self::add_frame); it hands back each interval's summary
+/// when the first packet of a later interval arrives, and the last one from
+/// [`finish`](Self::finish). Memory is fixed by the node budget.
+pub struct Profiler {
+    cfg: ProfilerConfig,
+    trees: Trees,
+    current: Option<Current>,
+    non_ip: (u64, u64),
+}
+
+impl Profiler {
+    /// The settings it was built with.
+    pub fn config(&self) -> &ProfilerConfig {
+        &self.cfg
+    }
+
+    fn index(&self, ts_ns: u64) -> u64 {
+        ts_ns.checked_div(self.cfg.interval_ns).unwrap_or(0)
+    }
+
+    /// Moves to the interval of `ts_ns`, returning the finished one if the
+    /// packet starts a later interval.
+    #[inline]
+    fn enter(&mut self, ts_ns: u64) -> Option<Summary> {
+        let index = self.index(ts_ns);
+        match self.current {
+            Some(ref mut c) if index <= c.index => {
+                c.last_ns = c.last_ns.max(ts_ns);
+                None
+            }
+            Some(c) => {
+                let end = index_start(c.index + 1, self.cfg.interval_ns);
+                let done = self.summary(c.start_ns, end);
+                self.current = Some(Current {
+                    index,
+                    start_ns: index_start(index, self.cfg.interval_ns),
+                    last_ns: ts_ns,
+                });
+                Some(done)
+            }
+            None => {
+                self.current = Some(Current {
+                    index,
+                    start_ns: ts_ns,
+                    last_ns: ts_ns,
+                });
+                None
+            }
+        }
+    }
+
+    /// Counts one packet of `bytes` bytes (its length on the wire).
+    #[inline]
+    pub fn add(&mut self, ts_ns: u64, key: &FlowKey, bytes: u32) -> Option<Summary> {
+        let done = self.enter(ts_ns);
+        let b = u64::from(bytes);
+        let v = key.version();
+        let [src, dst, sport, dport] = &mut self.trees.t;
+        src.add(address_key(key.src), b, 1);
+        dst.add(address_key(key.dst), b, 1);
+        sport.add(port_key(v, key.protocol, key.src_port), b, 1);
+        dport.add(port_key(v, key.protocol, key.dst_port), b, 1);
+        done
+    }
+
+    /// Counts a captured frame: slices it and counts it under its IP
+    /// header, or as non-IP traffic (kept in the summary's totals).
+    #[inline]
+    pub fn add_frame(
+        &mut self,
+        link: LinkType,
+        ts_ns: u64,
+        orig_len: u32,
+        frame: &[u8],
+    ) -> Option<Summary> {
+        match FlowKey::of(&wire::slice(link, frame)) {
+            Some(k) => self.add(ts_ns, &k, orig_len),
+            None => {
+                let done = self.enter(ts_ns);
+                self.non_ip.0 += u64::from(orig_len);
+                self.non_ip.1 += 1;
+                done
+            }
+        }
+    }
+
+    /// For a live source with no packets for a while: if `now_ns` lies in a
+    /// later interval than the current one, the current one is finished.
+    pub fn advance(&mut self, now_ns: u64) -> Option<Summary> {
+        let c = self.current?;
+        if self.cfg.interval_ns == 0 || self.index(now_ns) <= c.index {
+            return None;
+        }
+        self.current = None;
+        Some(self.summary(c.start_ns, index_start(c.index + 1, self.cfg.interval_ns)))
+    }
+
+    /// The last, partial interval (ending at its last packet), if any packet came.
+    pub fn finish(&mut self) -> Option<Summary> {
+        let c = self.current.take()?;
+        Some(self.summary(c.start_ns, c.last_ns))
+    }
+
+    fn summary(&mut self, start_ns: u64, end_ns: u64) -> Summary {
+        let s = Summary {
+            start_ns,
+            end_ns,
+            metric: self.cfg.metric,
+            threshold: self.cfg.threshold,
+            non_ip_bytes: self.non_ip.0,
+            non_ip_packets: self.non_ip.1,
+            sections: self.trees.sections(self.cfg.metric, self.cfg.threshold),
+        };
+        self.trees.clear();
+        self.non_ip = (0, 0);
+        s
+    }
+}
+
+fn index_start(index: u64, interval_ns: u64) -> u64 {
+    index.saturating_mul(interval_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(src: &str, dst: &str, proto: u8, sp: u16, dp: u16) -> FlowKey {
+        FlowKey {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            protocol: proto,
+            src_port: sp,
+            dst_port: dp,
+        }
+    }
+
+    #[test]
+    fn intervals_are_aligned_and_partial_ends_reported() {
+        let mut p = ProfilerConfig {
+            interval_ns: 10,
+            ..Default::default()
+        }
+        .build()
+        .unwrap();
+        let k = key("10.0.0.1", "10.0.0.2", 6, 1234, 80);
+        let mut out = Vec::new();
+        for ts in [7u64, 9, 10, 15, 35, 36] {
+            out.extend(p.add(ts, &k, 100));
+        }
+        out.extend(p.finish());
+        let spans: Vec<(u64, u64, u64)> = out
+            .iter()
+            .map(|s| (s.start_ns, s.end_ns, s.sections[0].packets))
+            .collect();
+        assert_eq!(spans, vec![(7, 10, 2), (10, 20, 2), (30, 36, 2)]);
+    }
+
+    #[test]
+    fn ipv6_and_ports_get_the_paper_labels() {
+        let mut p = ProfilerConfig::default().build().unwrap();
+        p.add(0, &key("2001:db8::1", "2001:db8::2", 17, 53, 5353), 100);
+        p.add(1, &key("150.65.1.1", "10.0.0.1", 1, 0, 0), 100);
+        let s = p.finish().unwrap();
+        let labels = |i: usize| -> Vec<String> {
+            s.sections[i]
+                .entries
+                .iter()
+                .map(|e| e.prefix.to_string())
+                .collect()
+        };
+        assert!(
+            labels(0).contains(&"2001:db8::1".to_string()),
+            "{:?}",
+            labels(0)
+        );
+        assert!(labels(0).contains(&"150.65.1.1".to_string()));
+        assert!(
+            labels(2).contains(&"6:17:53".to_string()),
+            "{:?}",
+            labels(2)
+        );
+        assert!(labels(3).contains(&"4:1:0".to_string()), "{:?}", labels(3));
+    }
+}

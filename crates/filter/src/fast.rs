@@ -1,0 +1,562 @@
+//! The fast engine: a HyperSplit decision tree (Qi, Xu, Yang, Li, Li:
+//! "Packet Classification Algorithms: From Theory to Practice", INFOCOM 2009),
+//! walked for many packets at once.
+//!
+//! Every rule is a box in a D-dimensional space of 32-bit fields. An IPv4
+//! packet has five: source, destination, source port, destination port, and
+//! `protocol·2 + established` (so that `tcp` is [12, 13] and `established`
+//! is [13, 13]). An IPv6 packet has eleven: each address is four 32-bit
+//! words, and an IPv6 prefix is exactly a product of per-word ranges (the
+//! words inside the prefix fixed, the word it ends in a range, the rest
+//! free), so one tree code serves both families.
+//!
+//! Build: each node holds the rules that overlap its region, in priority
+//! order. Rules after the first one that covers the whole region can never
+//! win there and are dropped (this alone prunes most of the replication of
+//! wildcard-heavy sets). A node with at most `BINTH` rules becomes a leaf;
+//! otherwise HyperSplit's heuristic picks the dimension whose elementary
+//! segments carry the fewest rules on average and cuts it in two at the
+//! segment where half the rule-segment weight lies, so the tree stays
+//! balanced in the rules rather than in the address space.
+//!
+//! Lookup cost model: one dependent load and one compare per tree level
+//! (about 20–30 levels at 10K rules), then a scan of at most `BINTH` boxes.
+//! The dependent loads are latency-bound, so [`Fast::classify_batch`] walks
+//! `LANES` packets in lockstep: their loads overlap and the walk runs at
+//! memory-level parallelism rather than at one miss per level.
+
+use core::net::IpAddr;
+
+use crate::key::PacketKey;
+use crate::rule::{mask128, mask32, AddrMatch, PortRange, ProtoMatch, Rule};
+
+/// Leaves hold at most this many rules (HyperSplit's `binth`).
+const BINTH: usize = 8;
+/// Packets walked in lockstep by `classify_batch`.
+const LANES: usize = 16;
+/// A cap on rule copies in leaves, so that an adversarial rule set cannot
+/// make the tree explode: past it, nodes become (slower, still exact) leaves.
+const MAX_LEAF_RULES: usize = 2_000_000;
+/// Marks a leaf in `Node::dim`.
+const LEAF: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    /// The dimension compared, or `LEAF`.
+    dim: u32,
+    /// Go left when `key[dim] <= pt`.
+    pt: u32,
+    /// Left child, or the first leaf rule.
+    left: u32,
+    /// Right child, or the number of leaf rules.
+    right: u32,
+}
+
+/// A rule's box, copied into every leaf that holds it so that the leaf
+/// scan reads memory in order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LeafRule<const D: usize> {
+    pub(crate) lo: [u32; D],
+    pub(crate) hi: [u32; D],
+    /// Index of the rule in the rule set.
+    pub(crate) index: u32,
+}
+
+impl<const D: usize> LeafRule<D> {
+    #[inline]
+    pub(crate) fn contains(&self, k: &[u32; D]) -> bool {
+        // Non-short-circuit `&` keeps the loop branch-free.
+        let mut ok = true;
+        for ((lo, hi), v) in self.lo.iter().zip(&self.hi).zip(k) {
+            ok &= (lo <= v) & (v <= hi);
+        }
+        ok
+    }
+}
+
+/// A HyperSplit tree over D 32-bit dimensions.
+#[derive(Clone, Debug)]
+struct Tree<const D: usize> {
+    nodes: Vec<Node>,
+    leaf_rules: Vec<LeafRule<D>>,
+    depth: usize,
+}
+
+impl<const D: usize> Tree<D> {
+    fn build(boxes: Vec<LeafRule<D>>) -> Tree<D> {
+        let mut b = Builder {
+            boxes: &boxes,
+            tree: Tree {
+                nodes: Vec::new(),
+                leaf_rules: Vec::new(),
+                depth: 0,
+            },
+        };
+        let all: Vec<u32> = (0..boxes.len() as u32).collect();
+        b.tree.nodes.push(Node {
+            dim: LEAF,
+            pt: 0,
+            left: 0,
+            right: 0,
+        });
+        b.build(0, all, [0; D], [u32::MAX; D], 1);
+        b.tree.nodes.shrink_to_fit();
+        b.tree.leaf_rules.shrink_to_fit();
+        b.tree
+    }
+
+    /// The child of internal node `node` that `k` goes to. The children are
+    /// adjacent (`right == left + 1`), so the choice is an add, not a branch:
+    /// a data-dependent branch per level would mispredict half the time.
+    #[inline(always)]
+    fn child(node: &Node, k: &[u32; D]) -> u32 {
+        let v = k.get(node.dim as usize).copied().unwrap_or(0);
+        node.left + u32::from(v > node.pt)
+    }
+
+    #[inline]
+    fn leaf_of(&self, k: &[u32; D]) -> Node {
+        let mut node = self.nodes[0];
+        while node.dim != LEAF {
+            node = self.nodes[Self::child(&node, k) as usize];
+        }
+        node
+    }
+
+    #[inline]
+    fn scan(&self, leaf: Node, k: &[u32; D]) -> Option<u32> {
+        let start = leaf.left as usize;
+        let rules = self.leaf_rules.get(start..start + leaf.right as usize)?;
+        rules.iter().find(|r| r.contains(k)).map(|r| r.index)
+    }
+
+    #[inline]
+    fn classify(&self, k: &[u32; D]) -> Option<u32> {
+        self.scan(self.leaf_of(k), k)
+    }
+
+    /// Walks up to `LANES` keys down the tree together.
+    fn classify_lanes(&self, keys: &[[u32; D]], out: &mut [Option<u32>]) {
+        let mut at = [self.nodes[0]; LANES];
+        let n = keys.len().min(LANES).min(out.len());
+        loop {
+            let mut moving = false;
+            for j in 0..n {
+                let node = at[j];
+                if node.dim != LEAF {
+                    at[j] = self.nodes[Self::child(&node, &keys[j]) as usize];
+                    moving = true;
+                }
+            }
+            if !moving {
+                break;
+            }
+        }
+        for j in 0..n {
+            out[j] = self.scan(at[j], &keys[j]);
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.nodes.capacity() * core::mem::size_of::<Node>()
+            + self.leaf_rules.capacity() * core::mem::size_of::<LeafRule<D>>()
+    }
+}
+
+struct Builder<'a, const D: usize> {
+    boxes: &'a [LeafRule<D>],
+    tree: Tree<D>,
+}
+
+impl<const D: usize> Builder<'_, D> {
+    /// Fills node `at` with the tree for `rules` (in priority order) inside
+    /// the region `lo..=hi`.
+    fn build(&mut self, at: usize, mut rules: Vec<u32>, lo: [u32; D], hi: [u32; D], depth: usize) {
+        self.tree.depth = self.tree.depth.max(depth);
+        // Rules after one that covers the whole region never win in it.
+        if let Some(first) = rules.iter().position(|&r| {
+            let b = &self.boxes[r as usize];
+            (0..D).all(|d| b.lo[d] <= lo[d] && hi[d] <= b.hi[d])
+        }) {
+            rules.truncate(first + 1);
+        }
+        let split =
+            if rules.len() <= BINTH || self.tree.leaf_rules.len() + rules.len() > MAX_LEAF_RULES {
+                None
+            } else {
+                self.choose_split(&rules, &lo, &hi)
+            };
+        let Some((dim, pt)) = split else {
+            let start = self.tree.leaf_rules.len() as u32;
+            self.tree
+                .leaf_rules
+                .extend(rules.iter().map(|&r| self.boxes[r as usize]));
+            self.tree.nodes[at] = Node {
+                dim: LEAF,
+                pt: 0,
+                left: start,
+                right: rules.len() as u32,
+            };
+            return;
+        };
+        let left_rules: Vec<u32> = rules
+            .iter()
+            .copied()
+            .filter(|&r| self.boxes[r as usize].lo[dim].max(lo[dim]) <= pt)
+            .collect();
+        let right_rules: Vec<u32> = rules
+            .iter()
+            .copied()
+            .filter(|&r| self.boxes[r as usize].hi[dim].min(hi[dim]) > pt)
+            .collect();
+        drop(rules);
+        let left = self.tree.nodes.len();
+        self.tree.nodes.push(Node {
+            dim: LEAF,
+            pt: 0,
+            left: 0,
+            right: 0,
+        });
+        self.tree.nodes.push(Node {
+            dim: LEAF,
+            pt: 0,
+            left: 0,
+            right: 0,
+        });
+        self.tree.nodes[at] = Node {
+            dim: dim as u32,
+            pt,
+            left: left as u32,
+            right: left as u32 + 1,
+        };
+        let mut left_hi = hi;
+        left_hi[dim] = pt;
+        let mut right_lo = lo;
+        right_lo[dim] = pt + 1;
+        self.build(left, left_rules, lo, left_hi, depth + 1);
+        self.build(left + 1, right_rules, right_lo, hi, depth + 1);
+    }
+
+    /// HyperSplit's choice: the dimension with the fewest rules per
+    /// elementary segment, cut at the weighted median segment boundary.
+    /// `None` when no rule edge falls strictly inside the region.
+    fn choose_split(&self, rules: &[u32], lo: &[u32; D], hi: &[u32; D]) -> Option<(usize, u32)> {
+        let mut best: Option<(f64, usize, u32)> = None;
+        let mut bounds: Vec<u32> = Vec::with_capacity(rules.len() * 2);
+        let mut weight: Vec<i64> = Vec::new();
+        for d in 0..D {
+            // A boundary b means "a segment ends at b": the region splits
+            // into (.., b] and [b+1, ..).
+            bounds.clear();
+            for &r in rules {
+                let b = &self.boxes[r as usize];
+                let (clo, chi) = (b.lo[d].max(lo[d]), b.hi[d].min(hi[d]));
+                if clo > lo[d] {
+                    bounds.push(clo - 1);
+                }
+                if chi < hi[d] {
+                    bounds.push(chi);
+                }
+            }
+            if bounds.is_empty() {
+                continue;
+            }
+            bounds.sort_unstable();
+            bounds.dedup();
+            // Rules overlapping each segment, by a difference array.
+            weight.clear();
+            weight.resize(bounds.len() + 2, 0);
+            for &r in rules {
+                let b = &self.boxes[r as usize];
+                let (clo, chi) = (b.lo[d].max(lo[d]), b.hi[d].min(hi[d]));
+                let first = bounds.partition_point(|&x| x < clo);
+                let last = bounds.partition_point(|&x| x < chi);
+                weight[first] += 1;
+                weight[last + 1] -= 1;
+            }
+            let segments = bounds.len() + 1;
+            let mut running = 0i64;
+            let mut total = 0i64;
+            for w in weight.iter_mut().take(segments) {
+                running += *w;
+                *w = running;
+                total += running;
+            }
+            let cost = total as f64 / segments as f64;
+            if best.is_some_and(|(c, _, _)| c <= cost) {
+                continue;
+            }
+            // The weighted median, kept off the last segment so that both
+            // halves are non-empty.
+            let mut acc = 0i64;
+            let mut cut = 0;
+            for (s, w) in weight.iter().take(bounds.len()).enumerate() {
+                acc += w;
+                cut = s;
+                if 2 * acc >= total {
+                    break;
+                }
+            }
+            best = Some((cost, d, bounds[cut]));
+        }
+        best.map(|(_, d, pt)| (d, pt))
+    }
+}
+
+/// A closed range of one field.
+fn v4_range(a: &AddrMatch) -> Option<(u32, u32)> {
+    match *a {
+        AddrMatch::Any => Some((0, u32::MAX)),
+        AddrMatch::V4 { addr, len } => Some((addr, addr | !mask32(len))),
+        AddrMatch::V6 { .. } => None,
+    }
+}
+
+/// The four per-word ranges of an IPv6 prefix.
+fn v6_ranges(a: &AddrMatch) -> Option<[(u32, u32); 4]> {
+    let (addr, mask) = match *a {
+        AddrMatch::Any => (0, 0),
+        AddrMatch::V6 { addr, len } => (addr, mask128(len)),
+        AddrMatch::V4 { .. } => return None,
+    };
+    let mut out = [(0, 0); 4];
+    for (w, slot) in out.iter_mut().enumerate() {
+        let shift = 96 - 32 * w;
+        let v = (addr >> shift) as u32;
+        let m = (mask >> shift) as u32;
+        *slot = (v & m, v | !m);
+    }
+    Some(out)
+}
+
+fn port_range(p: &PortRange) -> (u32, u32) {
+    (u32::from(p.lo), u32::from(p.hi))
+}
+
+/// The protocol dimension: `protocol·2 + established`.
+fn proto_range(p: &ProtoMatch) -> (u32, u32) {
+    match *p {
+        ProtoMatch::Any => (0, 511),
+        ProtoMatch::Tcp => (12, 13),
+        ProtoMatch::Udp => (34, 35),
+        ProtoMatch::Established => (13, 13),
+        ProtoMatch::Number(n) => (2 * u32::from(n), 2 * u32::from(n) + 1),
+    }
+}
+
+fn proto_key(k: &PacketKey) -> u32 {
+    2 * u32::from(k.protocol) + u32::from(k.established())
+}
+
+fn leaf_rule<const D: usize>(ranges: &[(u32, u32)], index: usize) -> LeafRule<D> {
+    let mut r = LeafRule {
+        lo: [0; D],
+        hi: [0; D],
+        index: index as u32,
+    };
+    for (d, &(lo, hi)) in ranges.iter().enumerate().take(D) {
+        r.lo[d] = lo;
+        r.hi[d] = hi;
+    }
+    r
+}
+
+pub(crate) const V4_DIMS: usize = 5;
+pub(crate) const V6_DIMS: usize = 11;
+
+/// The IPv4 box of a rule, if it can match IPv4 packets.
+pub(crate) fn v4_box(rule: &Rule, index: usize) -> Option<LeafRule<V4_DIMS>> {
+    let ranges = [
+        v4_range(&rule.src)?,
+        v4_range(&rule.dst)?,
+        port_range(&rule.src_port),
+        port_range(&rule.dst_port),
+        proto_range(&rule.proto),
+    ];
+    Some(leaf_rule(&ranges, index))
+}
+
+/// The IPv6 box of a rule, if it can match IPv6 packets.
+pub(crate) fn v6_box(rule: &Rule, index: usize) -> Option<LeafRule<V6_DIMS>> {
+    let s = v6_ranges(&rule.src)?;
+    let d = v6_ranges(&rule.dst)?;
+    let ranges = [
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        d[0],
+        d[1],
+        d[2],
+        d[3],
+        port_range(&rule.src_port),
+        port_range(&rule.dst_port),
+        proto_range(&rule.proto),
+    ];
+    Some(leaf_rule(&ranges, index))
+}
+
+fn v4_key(k: &PacketKey) -> Option<[u32; V4_DIMS]> {
+    match (k.src, k.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => Some([
+            u32::from(s),
+            u32::from(d),
+            u32::from(k.src_port),
+            u32::from(k.dst_port),
+            proto_key(k),
+        ]),
+        _ => None,
+    }
+}
+
+fn v6_key(k: &PacketKey) -> Option<[u32; V6_DIMS]> {
+    match (k.src, k.dst) {
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let (s, d) = (u128::from(s), u128::from(d));
+            let w = |a: u128, i: u32| (a >> (96 - 32 * i)) as u32;
+            Some([
+                w(s, 0),
+                w(s, 1),
+                w(s, 2),
+                w(s, 3),
+                w(d, 0),
+                w(d, 1),
+                w(d, 2),
+                w(d, 3),
+                u32::from(k.src_port),
+                u32::from(k.dst_port),
+                proto_key(k),
+            ])
+        }
+        _ => None,
+    }
+}
+
+/// The fast engine: one HyperSplit tree per address family.
+#[derive(Clone, Debug)]
+pub struct Fast {
+    v4: Tree<V4_DIMS>,
+    v6: Tree<V6_DIMS>,
+    /// Keys whose source and destination are of different families cannot
+    /// come off the wire; they are answered by a plain scan.
+    rules: Vec<Rule>,
+}
+
+/// The shape of a built tree, for reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeStats {
+    pub nodes: usize,
+    pub leaf_rules: usize,
+    pub depth: usize,
+}
+
+impl Fast {
+    /// `rules` in evaluation order.
+    pub fn new(rules: &[Rule]) -> Fast {
+        let v4 = rules
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| v4_box(r, i))
+            .collect();
+        let v6 = rules
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| v6_box(r, i))
+            .collect();
+        Fast {
+            v4: Tree::build(v4),
+            v6: Tree::build(v6),
+            rules: rules.to_vec(),
+        }
+    }
+
+    /// The index of the first rule that matches `key`.
+    #[inline]
+    pub fn classify(&self, key: &PacketKey) -> Option<u32> {
+        if let Some(k) = v4_key(key) {
+            self.v4.classify(&k)
+        } else if let Some(k) = v6_key(key) {
+            self.v6.classify(&k)
+        } else {
+            self.rules
+                .iter()
+                .position(|r| r.matches(key))
+                .map(|i| i as u32)
+        }
+    }
+
+    /// Classifies `keys` into `out` (which must be as long), walking
+    /// IPv4 keys through the tree `LANES` at a time.
+    pub fn classify_batch(&self, keys: &[PacketKey], out: &mut [Option<u32>]) {
+        let mut lane_keys = [[0u32; V4_DIMS]; LANES];
+        let mut lane_pos = [0usize; LANES];
+        let mut lane_out = [None; LANES];
+        let mut n = 0;
+        let flush = |n: usize,
+                     lane_keys: &[[u32; V4_DIMS]; LANES],
+                     lane_pos: &[usize; LANES],
+                     lane_out: &mut [Option<u32>; LANES],
+                     out: &mut [Option<u32>]| {
+            self.v4.classify_lanes(&lane_keys[..n], &mut lane_out[..n]);
+            for j in 0..n {
+                if let Some(slot) = out.get_mut(lane_pos[j]) {
+                    *slot = lane_out[j];
+                }
+            }
+        };
+        for (i, key) in keys.iter().enumerate().take(out.len()) {
+            match v4_key(key) {
+                Some(k) => {
+                    lane_keys[n] = k;
+                    lane_pos[n] = i;
+                    n += 1;
+                    if n == LANES {
+                        flush(n, &lane_keys, &lane_pos, &mut lane_out, out);
+                        n = 0;
+                    }
+                }
+                None => out[i] = self.classify(key),
+            }
+        }
+        flush(n, &lane_keys, &lane_pos, &mut lane_out, out);
+    }
+
+    /// Bytes of heap this engine holds.
+    pub fn memory_bytes(&self) -> usize {
+        self.v4.memory_bytes()
+            + self.v6.memory_bytes()
+            + self.rules.capacity() * core::mem::size_of::<Rule>()
+    }
+
+    /// Node count, leaf rule copies and depth of the IPv4 and IPv6 trees.
+    pub fn stats(&self) -> [TreeStats; 2] {
+        [
+            TreeStats {
+                nodes: self.v4.nodes.len(),
+                leaf_rules: self.v4.leaf_rules.len(),
+                depth: self.v4.depth,
+            },
+            TreeStats {
+                nodes: self.v6.nodes.len(),
+                leaf_rules: self.v6.leaf_rules.len(),
+                depth: self.v6.depth,
+            },
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v6_prefix_is_a_product_of_word_ranges() {
+        let a = AddrMatch::v6("2001:db8:8000::".parse().unwrap(), 33);
+        let r = v6_ranges(&a).unwrap();
+        assert_eq!(r[0], (0x2001_0db8, 0x2001_0db8));
+        assert_eq!(r[1], (0x8000_0000, 0xffff_ffff));
+        assert_eq!(r[2], (0, u32::MAX));
+        let any = v6_ranges(&AddrMatch::Any).unwrap();
+        assert!(any.iter().all(|&w| w == (0, u32::MAX)));
+    }
+}

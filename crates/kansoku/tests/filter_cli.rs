@@ -1,0 +1,191 @@
+//! `kansoku filter` and `kansoku bench filter` driven as a user would.
+
+mod common;
+
+use std::io::Write;
+
+use common::{data, p, run, run_ok};
+use trace::read::TraceReader;
+use trace::Record;
+
+const RULES: &str = "\
+# the test trace's web server listens on 18080
+ip filter 10 pass * * tcp * 18080
+ip filter 20 pass * * tcp 18080 *
+ip filter 30 pass * * tcp * 18000-18100   # overlaps rule 10, not shadowed
+ip filter 40 pass * * tcp * 18080   # shadowed by rule 10
+";
+
+/// (packets, TCP packets to or from port 80) in a trace, counted with `wire` directly.
+fn count(path: &std::path::Path) -> (u64, u64) {
+    let mut r = TraceReader::open(path).unwrap();
+    let (mut all, mut web) = (0, 0);
+    while let Some(rec) = r.next_record().unwrap() {
+        if let Record::Packet(pk) = rec {
+            all += 1;
+            if let Some(t) = wire::slice(pk.link_type, pk.data).five_tuple() {
+                if t.protocol == wire::IpProtocol::Tcp
+                    && (t.src_port == 18080 || t.dst_port == 18080)
+                {
+                    web += 1;
+                }
+            }
+        }
+    }
+    (all, web)
+}
+
+#[test]
+fn filter_splits_a_trace_and_counts_per_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("r.rules");
+    std::fs::write(&rules, RULES).unwrap();
+    let input = data("lo-http-icmp.pcap");
+    let (all, web) = count(&input);
+    assert!(
+        web > 0 && web < all,
+        "the test trace has web and other packets"
+    );
+    let (passed, rejected) = (dir.path().join("pass.pcap"), dir.path().join("rej.pcap"));
+    for engine in ["linear", "fast"] {
+        let out = run_ok(&[
+            "filter",
+            "-r",
+            p(&input),
+            "--rules",
+            p(&rules),
+            "-w",
+            p(&passed),
+            "--rejected",
+            p(&rejected),
+            "--compress",
+            "none",
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["passed"]["packets"], web);
+        assert_eq!(v["rejected"]["packets"], all - web);
+        assert_eq!(v["rules"][3]["packets"], 0, "rule 40 is shadowed");
+        let per_rule: u64 = (0..4)
+            .map(|i| v["rules"][i]["packets"].as_u64().unwrap())
+            .sum();
+        assert_eq!(per_rule, web);
+        assert_eq!(count(&passed), (web, web));
+        assert_eq!(count(&rejected), (all - web, 0));
+    }
+    // The text report has one row per rule and the totals.
+    let out = run_ok(&["filter", "-r", p(&input), "--rules", p(&rules)]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("ip filter 10 pass * * tcp * 18080"), "{text}");
+    assert!(text.contains(&format!("passed {web} packets")), "{text}");
+}
+
+#[test]
+fn explain_lint_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("r.rules");
+    std::fs::write(&rules, RULES).unwrap();
+    let out = run_ok(&[
+        "filter",
+        "explain",
+        "--rules",
+        p(&rules),
+        "tcp",
+        "10.0.0.1:1234",
+        ">",
+        "10.0.0.2:18080",
+        "flags",
+        "S",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("PASS: line 2: ip filter 10"), "{text}");
+    assert!(
+        text.contains("also matches, shadowed here: line 4: ip filter 30"),
+        "{text}"
+    );
+    let out = run_ok(&[
+        "filter",
+        "explain",
+        "--rules",
+        p(&rules),
+        "udp 10.0.0.1:1234 > 10.0.0.2:18080",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("REJECT: no rule matches"));
+
+    let out = run(&["filter", "lint", "--rules", p(&rules)]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(":5: rule 40 can never match: rule 10 (line 2)"),
+        "{text}"
+    );
+
+    let bad = dir.path().join("bad.rules");
+    std::fs::write(
+        &bad,
+        "ip filter 1 pass * * tcp * www\nip filter 2 allow * * * * *\n",
+    )
+    .unwrap();
+    let out = run(&["filter", "lint", "--rules", p(&bad)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err.trim(),
+        format!(
+            "kansoku: {}:2:13: expected `pass` or `reject`, found `allow`",
+            p(&bad)
+        )
+    );
+}
+
+#[test]
+fn match_reads_classbench_traces_plain_or_zstd() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("cb.rules");
+    std::fs::write(
+        &rules,
+        "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0000/0x0000\t\n\
+         @0.0.0.0/0\t192.168.0.0/16\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n",
+    )
+    .unwrap();
+    // 10.0.0.1 -> 1.1.1.1:80 tcp; 10.0.0.1 -> 192.168.1.1:53 udp; 1.1.1.1 -> 1.1.1.1 icmp.
+    let headers = "167772161\t16843009\t1234\t80\t6\t0\n167772161\t3232235777\t53\t53\t17\t1\n16843009\t16843009\t0\t0\t1\t2\n";
+    let plain = dir.path().join("t.trace");
+    std::fs::write(&plain, headers).unwrap();
+    let zst = dir.path().join("t.trace.zst");
+    let mut z = zstd::Encoder::new(std::fs::File::create(&zst).unwrap(), 3).unwrap();
+    z.write_all(headers.as_bytes()).unwrap();
+    z.finish().unwrap();
+    for trace in [&plain, &zst] {
+        for engine in ["linear", "fast"] {
+            let out = run_ok(&[
+                "filter",
+                "match",
+                "--rules",
+                p(&rules),
+                "--trace",
+                p(trace),
+                "--engine",
+                engine,
+            ]);
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), "0\n1\nnone\n");
+        }
+    }
+    // bench filter on the same pair, with the paper's model over two sizes.
+    let out = run_ok(&[
+        "bench",
+        "filter",
+        "--rules",
+        p(&rules),
+        "--trace",
+        p(&plain),
+        "--paper-sizes",
+        "1",
+        "--min-seconds",
+        "0",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("| fast |"), "{text}");
+}

@@ -1,0 +1,449 @@
+//! `kansoku profile`: planted heavy hitters are found with their shares,
+//! totals are exact for every interval length and through re-aggregation,
+//! summaries round-trip through files, and bad summary files are refused
+//! with the file, line and column.
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use aguri::{parse_summaries, KeyKind, Prefix, SectionKind, Summary};
+use common::{p, run, run_ok};
+use trace::write::{TraceWriter, WriterConfig};
+use wire::ethernet::{EthernetAddress, EthernetRepr};
+use wire::icmp::IcmpRepr;
+use wire::ipv4::Ipv4Repr;
+use wire::tcp::TcpRepr;
+use wire::udp::UdpRepr;
+use wire::{EtherType, IpProtocol, LinkType, TcpFlags};
+
+/// 2026-01-01T00:00:00Z, on the hour.
+const T0: u64 = 1_767_225_600_000_000_000;
+const HOUR: u64 = 3_600_000_000_000;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+enum L4 {
+    Tcp(u16, u16),
+    Udp(u16, u16),
+    Echo,
+}
+
+/// An Ethernet/IPv4 frame of `orig_len` bytes on the wire, captured up to
+/// the end of its transport header, built with wire's `Repr::emit`.
+fn frame(src: Ipv4Addr, dst: Ipv4Addr, l4: &L4, orig_len: u32) -> Vec<u8> {
+    let (proto, l4_len) = match l4 {
+        L4::Tcp(..) => (IpProtocol::Tcp, 20),
+        L4::Udp(..) => (IpProtocol::Udp, 8),
+        L4::Echo => (IpProtocol::Icmp, 8),
+    };
+    let mut f = vec![0u8; 14 + 20 + l4_len];
+    EthernetRepr {
+        src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        dst_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut f)
+    .unwrap();
+    Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        protocol: proto,
+        payload_len: orig_len as usize - 34,
+        ttl: 64,
+        tos: 0,
+        ident: 0,
+        dont_frag: true,
+        more_frags: false,
+        frag_offset: 0,
+        options: &[],
+    }
+    .emit(&mut f[14..])
+    .unwrap();
+    match *l4 {
+        L4::Tcp(sp, dp) => TcpRepr {
+            src_port: sp,
+            dst_port: dp,
+            seq_number: 1,
+            ack_number: 1,
+            flags: TcpFlags::ACK,
+            window_len: 512,
+            urgent_at: 0,
+            options: &[],
+        }
+        .emit(&mut f[34..])
+        .unwrap(),
+        L4::Udp(sp, dp) => UdpRepr {
+            src_port: sp,
+            dst_port: dp,
+            payload_len: orig_len as usize - 42,
+        }
+        .emit(&mut f[34..])
+        .unwrap(),
+        L4::Echo => IcmpRepr::echo(true, 7, 1).emit(&mut f[34..]).unwrap(),
+    }
+    f
+}
+
+/// What was planted, in bytes.
+#[derive(Default, Debug)]
+struct Truth {
+    bytes: u64,
+    packets: u64,
+    jaist: u64,
+    host: u64,
+    http: u64,
+    flood: u64,
+}
+
+const HOST: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 77);
+
+/// One hour of traffic: by bytes about 30% from 2000 hosts of
+/// 150.65.0.0/16, 10% from one host, 50% to TCP port 80 (from a /10 of
+/// random clients), 5% an ICMP echo flood from 203.0.113.0/24, 5% noise.
+fn heavy_hitters(path: &Path, packets: u64) -> Truth {
+    let mut w = TraceWriter::create(path, WriterConfig::default()).unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut t = Truth::default();
+    let jaist: Vec<u32> = (0..2000)
+        .map(|_| 0x9641_0000 | rng.below(65536) as u32)
+        .collect();
+    for i in 0..packets {
+        let ts = T0 + 11 + i * (HOUR - 1000) / packets;
+        // Packet weights are share / frame length: 30/600, 10/1000, 50/1200, 5/98, 5/300.
+        let r = rng.below(1_000_000);
+        let ip = |x: u64| Ipv4Addr::from(x as u32);
+        let dst = ip(0x0a00_0000 | rng.below(1 << 24));
+        let (src, l4, len) = if r < 297_000 {
+            let s = jaist[rng.below(2000) as usize];
+            (
+                Ipv4Addr::from(s),
+                L4::Udp(
+                    1024 + rng.below(60000) as u16,
+                    1024 + rng.below(60000) as u16,
+                ),
+                600,
+            )
+        } else if r < 332_600 {
+            (HOST, L4::Udp(5000, 1024 + rng.below(60000) as u16), 1000)
+        } else if r < 581_100 {
+            (
+                ip(0x6440_0000 | rng.below(1 << 22)),
+                L4::Tcp(1024 + rng.below(60000) as u16, 80),
+                1200,
+            )
+        } else if r < 883_500 {
+            (ip(0xcb00_7100 | rng.below(256)), L4::Echo, 98)
+        } else {
+            (
+                ip(0xac10_0000 | rng.below(1 << 20)),
+                L4::Udp(
+                    1024 + rng.below(60000) as u16,
+                    1024 + rng.below(60000) as u16,
+                ),
+                300,
+            )
+        };
+        let b = u64::from(len);
+        t.bytes += b;
+        t.packets += 1;
+        match (&l4, r) {
+            (_, r) if r < 297_000 => t.jaist += b,
+            (_, r) if r < 332_600 => t.host += b,
+            (L4::Tcp(..), _) => t.http += b,
+            (L4::Echo, _) => t.flood += b,
+            _ => {}
+        }
+        let f = frame(src, dst, &l4, len);
+        w.write_packet(LinkType::Ethernet, ts, len, &f).unwrap();
+    }
+    w.finish().unwrap();
+    t
+}
+
+fn pct(part: u64, total: u64) -> f64 {
+    part as f64 * 100.0 / total as f64
+}
+
+fn entries_within(s: &Summary, kind: SectionKind, prefix: &str) -> u64 {
+    let sec = s.section(kind);
+    let pre = Prefix::parse(sec.kind.key_kind(), prefix).unwrap();
+    sec.entries
+        .iter()
+        .filter(|e| pre.contains(&e.prefix))
+        .map(|e| e.bytes)
+        .sum()
+}
+
+fn entry(s: &Summary, kind: SectionKind, label: &str) -> Option<u64> {
+    s.section(kind)
+        .entries
+        .iter()
+        .find(|e| e.prefix.to_string() == label)
+        .map(|e| e.bytes)
+}
+
+fn check_heavy_hitters(s: &Summary, t: &Truth, how: &str) {
+    let close = |what: &str, got: u64, want: u64| {
+        let (g, w) = (pct(got, t.bytes), pct(want, t.bytes));
+        assert!(
+            (g - w).abs() <= 0.1,
+            "{how}: {what}: reported {g:.3}%, planted {w:.3}%\n{s}"
+        );
+    };
+    assert_eq!(s.section(SectionKind::SrcAddress).bytes, t.bytes, "{how}");
+    close(
+        "150.65.0.0/16",
+        entries_within(s, SectionKind::SrcAddress, "150.65.0.0/16"),
+        t.jaist,
+    );
+    close(
+        "192.0.2.77",
+        entry(s, SectionKind::SrcAddress, "192.0.2.77").expect("the host is an entry"),
+        t.host,
+    );
+    close(
+        "4:6:80",
+        entry(s, SectionKind::DstPort, "4:6:80").expect("4:6:80 is an entry"),
+        t.http,
+    );
+    let icmp = Prefix::parse(KeyKind::Port, "4:1:0/0").unwrap();
+    let flood: u64 = s
+        .section(SectionKind::DstPort)
+        .entries
+        .iter()
+        .filter(|e| icmp.contains(&e.prefix))
+        .map(|e| e.bytes)
+        .sum();
+    assert!(
+        s.section(SectionKind::DstPort)
+            .entries
+            .iter()
+            .any(|e| e.prefix.to_string() == "4:1:0"),
+        "{how}: the flood is under 4:1:0\n{s}"
+    );
+    close("4:1:", flood, t.flood);
+    // The flood's sources, a /24, carry its share too.
+    close(
+        "203.0.113.0/24",
+        entries_within(s, SectionKind::SrcAddress, "203.0.113.0/24"),
+        t.flood,
+    );
+}
+
+fn read_file(path: &Path) -> Vec<Summary> {
+    parse_summaries(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn planted_heavy_hitters_are_reported_in_one_hour_and_in_merged_five_minutes() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("hh.pcap.lz4");
+    let truth = heavy_hitters(&trace, 60_000);
+
+    let hour = dir.path().join("hour.agr");
+    run_ok(&["profile", "-r", p(&trace), "-i", "3600", "-w", p(&hour)]);
+    let hours = read_file(&hour);
+    assert_eq!(hours.len(), 1);
+    check_heavy_hitters(&hours[0], &truth, "one hour");
+
+    let fives = dir.path().join("five/");
+    run_ok(&["profile", "-r", p(&trace), "-i", "300", "-w", p(&fives)]);
+    let files: Vec<PathBuf> = std::fs::read_dir(&fives)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 12, "{files:?}");
+    assert!(fives.join("20260101.000000.agr").exists());
+    assert!(fives.join("20260101.005500.agr").exists());
+    let merged = dir.path().join("merged.agr");
+    run_ok(&[
+        "profile",
+        "--merge",
+        p(&fives),
+        "-i",
+        "3600",
+        "-w",
+        p(&merged),
+    ]);
+    let m = read_file(&merged);
+    assert_eq!(m.len(), 1);
+    check_heavy_hitters(&m[0], &truth, "twelve 5-minute summaries merged");
+    assert_eq!(
+        (m[0].start_ns, m[0].end_ns),
+        (hours[0].start_ns, hours[0].end_ns)
+    );
+}
+
+#[test]
+fn totals_are_exact_for_every_interval_and_through_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let truth = heavy_hitters(&trace, 5_000);
+    let mut args_of = vec![vec![]];
+    for i in ["1", "7", "60", "299", "300", "3600", "86400"] {
+        args_of.push(vec!["-i", i]);
+    }
+    for extra in &args_of {
+        let out = dir.path().join("out.agr");
+        let mut args = vec!["profile", "-r", p(&trace), "-w", p(&out), "-t", "0.5"];
+        args.extend(extra.iter().copied());
+        run_ok(&args);
+        let summaries = read_file(&out);
+        for k in SectionKind::ALL {
+            let (b, n) = summaries.iter().fold((0, 0), |a, s| {
+                (a.0 + s.section(k).bytes, a.1 + s.section(k).packets)
+            });
+            assert_eq!((b, n), (truth.bytes, truth.packets), "{extra:?} {k:?}");
+        }
+        // Consecutive intervals touch: each ends where the next starts.
+        for w in summaries.windows(2) {
+            assert_eq!(w[0].end_ns, w[1].start_ns, "{extra:?}");
+        }
+        // Re-aggregating them keeps the totals, whatever the new period.
+        for m in ["1", "600", "3600"] {
+            let merged = dir.path().join("m.agr");
+            run_ok(&["profile", "--merge", p(&out), "-i", m, "-w", p(&merged)]);
+            let ms = read_file(&merged);
+            let (b, n) = ms.iter().fold((0, 0), |a, s| {
+                (a.0 + s.total_bytes(), a.1 + s.total_packets())
+            });
+            assert_eq!(
+                (b, n),
+                (truth.bytes, truth.packets),
+                "{extra:?} merged into {m}"
+            );
+        }
+    }
+}
+
+#[test]
+fn stdout_json_and_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let truth = heavy_hitters(&trace, 3_000);
+    let out = run_ok(&["profile", "-r", p(&trace)]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("%!AGURI-1.0\n"), "{text}");
+    for s in [
+        "[src address]",
+        "[dst address]",
+        "[ip:proto:srcport]",
+        "[ip:proto:dstport]",
+        "4:6:80\t",
+    ] {
+        assert!(text.contains(s), "{s} missing:\n{text}");
+    }
+    let out = run_ok(&[
+        "profile",
+        "-r",
+        p(&trace),
+        "--json",
+        "--packets",
+        "-i",
+        "600",
+    ]);
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6);
+    let packets: u64 = lines
+        .iter()
+        .map(|v| v["sections"][3]["packets"].as_u64().unwrap())
+        .sum();
+    assert_eq!(packets, truth.packets);
+    assert_eq!(lines[0]["metric"], "packets");
+
+    let arch = dir.path().join("arch");
+    run_ok(&["profile", "-r", p(&trace), "--archive", p(&arch)]);
+    let count = |d: &str| std::fs::read_dir(arch.join(d)).unwrap().count();
+    assert_eq!((count("5min"), count("hourly"), count("daily")), (12, 1, 1));
+    let day = read_file(&arch.join("daily").join("20260101.000000.agr"));
+    assert_eq!(day[0].total_bytes(), truth.bytes);
+}
+
+#[test]
+fn bad_summary_files_are_refused_with_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    heavy_hitters(&trace, 500);
+    let good = dir.path().join("good.agr");
+    run_ok(&["profile", "-r", p(&trace), "-w", p(&good)]);
+    let text = std::fs::read_to_string(&good).unwrap();
+
+    let cut = dir.path().join("cut.agr");
+    std::fs::write(&cut, &text[..text.len() * 2 / 3]).unwrap();
+    let out = run(&["profile", "--merge", p(&cut)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with(&format!("kansoku: {}:", p(&cut))), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+
+    let bad = dir.path().join("bad.agr");
+    std::fs::write(&bad, text.replacen("4:6:80", "4:6:80000", 1)).unwrap();
+    let out = run(&["profile", "--merge", p(&bad)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = text.lines().position(|l| l.contains("4:6:80")).unwrap() + 1;
+    assert!(err.contains(&format!("bad.agr:{line}:")), "{err}");
+    assert!(
+        err.contains("bad port '80000' (expected 0 to 65535)"),
+        "{err}"
+    );
+
+    let out = run(&["profile", "--merge", p(&trace)]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn plots_list_the_top_aggregates_with_their_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    heavy_hitters(&trace, 3_000);
+    let sums = dir.path().join("s/");
+    run_ok(&["profile", "-r", p(&trace), "-i", "300", "-w", p(&sums)]);
+    let svg = dir.path().join("dport.svg");
+    run_ok(&[
+        "plot",
+        p(&sums),
+        "--view",
+        "dport",
+        "--top",
+        "3",
+        "-o",
+        p(&svg),
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg"), "{text}");
+    assert!(text.contains("total (100.00%)"), "legend lists the total");
+    assert!(
+        text.contains("4:6:80 ("),
+        "legend lists 4:6:80 with its share"
+    );
+    let png = dir.path().join("src.png");
+    run_ok(&["plot", p(&sums), "--view", "src", "-o", p(&png)]);
+    assert!(std::fs::read(&png)
+        .unwrap()
+        .starts_with(b"\x89PNG\r\n\x1a\n"));
+    let html = dir.path().join("p.html");
+    run_ok(&["plot", p(&sums), "--view", "src", "-o", p(&html)]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("192.0.2.77") && page.contains("<details>"));
+    let out = run(&["plot", p(&sums), "-o", p(&dir.path().join("x.gif"))]);
+    assert_eq!(out.status.code(), Some(2));
+}
