@@ -23,6 +23,8 @@
 pub mod label;
 pub mod merge;
 pub mod profile;
+#[cfg(test)]
+mod reference;
 pub mod summary;
 pub mod tree;
 

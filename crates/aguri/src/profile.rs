@@ -19,6 +19,16 @@ use crate::label::{address_key, port_key, KeyKind, V4_MAPPED, V4_MAPPED_LEN};
 use crate::summary::{Section, SectionKind, Summary};
 use crate::tree::{Metric, PatriciaTree, MIN_BUDGET};
 
+/// Packets held back before they are counted tree by tree (see [`Profiler`]).
+const BATCH: usize = 256;
+
+/// A packet waiting to be counted: its key in each tree and its length.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    keys: [u128; 4],
+    bytes: u32,
+}
+
 /// aguri's usual node budget per tree.
 pub const DEFAULT_BUDGET: usize = 4096;
 /// The default threshold, in percent of the interval's total.
@@ -40,17 +50,25 @@ impl FlowKey {
     /// The key of a sliced frame; `None` when it has no IP layer.
     #[inline]
     pub fn of(s: &Slice<'_>) -> Option<FlowKey> {
+        // `five_tuple` reads the IP layer itself: ask it first, and the IP
+        // layer alone only for packets whose ports are missing, so that
+        // the usual packet reads its headers once.
+        if let Some(t) = s.five_tuple() {
+            return Some(FlowKey {
+                src: t.src,
+                dst: t.dst,
+                protocol: t.protocol.into(),
+                src_port: t.src_port,
+                dst_port: t.dst_port,
+            });
+        }
         let n = s.network()?;
-        let (src_port, dst_port) = s
-            .five_tuple()
-            .map(|t| (t.src_port, t.dst_port))
-            .unwrap_or((0, 0));
         Some(FlowKey {
             src: n.src,
             dst: n.dst,
             protocol: n.protocol.into(),
-            src_port,
-            dst_port,
+            src_port: 0,
+            dst_port: 0,
         })
     }
 
@@ -131,6 +149,7 @@ impl ProfilerConfig {
         self.validate()?;
         Ok(Profiler {
             trees: Trees::new(self.budget),
+            pending: Vec::with_capacity(BATCH),
             cfg: self,
             current: None,
             non_ip: (0, 0),
@@ -190,9 +209,18 @@ struct Current {
 /// [`add_frame`](Self::add_frame); it hands back each interval's summary
 /// when the first packet of a later interval arrives, and the last one from
 /// [`finish`](Self::finish). Memory is fixed by the node budget.
+///
+/// Packets are counted in batches: up to `BATCH` (256) packets' keys are held,
+/// then counted in the source tree, then in the destination tree, and so
+/// on, so that each tree's nodes stay in the core's cache while it works
+/// (the four trees together are larger than a typical L2 cache). The trees
+/// are independent and each sees its keys in arrival order, so the result
+/// is exactly what counting packet by packet gives; a batch is always
+/// counted before its interval's summary is made.
 pub struct Profiler {
     cfg: ProfilerConfig,
     trees: Trees,
+    pending: Vec<Pending>,
     current: Option<Current>,
     non_ip: (u64, u64),
 }
@@ -242,14 +270,30 @@ impl Profiler {
     #[inline]
     pub fn add(&mut self, ts_ns: u64, key: &FlowKey, bytes: u32) -> Option<Summary> {
         let done = self.enter(ts_ns);
-        let b = u64::from(bytes);
         let v = key.version();
-        let [src, dst, sport, dport] = &mut self.trees.t;
-        src.add(address_key(key.src), b, 1);
-        dst.add(address_key(key.dst), b, 1);
-        sport.add(port_key(v, key.protocol, key.src_port), b, 1);
-        dport.add(port_key(v, key.protocol, key.dst_port), b, 1);
+        self.pending.push(Pending {
+            keys: [
+                address_key(key.src),
+                address_key(key.dst),
+                port_key(v, key.protocol, key.src_port),
+                port_key(v, key.protocol, key.dst_port),
+            ],
+            bytes,
+        });
+        if self.pending.len() >= BATCH {
+            self.flush();
+        }
         done
+    }
+
+    /// Counts the held packets, one tree at a time.
+    fn flush(&mut self) {
+        for (i, tree) in self.trees.t.iter_mut().enumerate() {
+            for p in &self.pending {
+                tree.add(p.keys[i], u64::from(p.bytes), 1);
+            }
+        }
+        self.pending.clear();
     }
 
     /// Counts a captured frame: slices it and counts it under its IP
@@ -291,6 +335,8 @@ impl Profiler {
     }
 
     fn summary(&mut self, start_ns: u64, end_ns: u64) -> Summary {
+        // The held packets belong to this interval.
+        self.flush();
         let s = Summary {
             start_ns,
             end_ns,

@@ -7,6 +7,8 @@
 //! - [`pipeline::run`] drains a ring on the calling thread and feeds batches
 //!   to a consumer (the trace writer) on another, over a bounded queue whose
 //!   overflow is counted, never silent.
+//! - [`tx::PacketSender`] sends frames out of an interface with `sendmmsg`
+//!   (the traffic generator's transmit side).
 //! - [`privileges::drop_privileges`] is `tcpdump -Z`.
 //!
 //! This is the only kansoku crate with `unsafe` code: system calls, the ring
@@ -16,6 +18,7 @@
 pub mod pipeline;
 pub mod privileges;
 pub mod ring;
+pub mod tx;
 
 pub use pipeline::{Batch, BatchPacket, CaptureStats, LiveStats, PipelineConfig};
 pub use ring::{KernelStats, RingConfig, TpacketRing};

@@ -261,14 +261,11 @@ impl TpacketRing {
         if ifindex == 0 {
             return Err(last_error(&format!("{}: no such interface", cfg.interface)));
         }
+        // Protocol 0: the socket receives nothing until `bind` names the
+        // interface and ETH_P_ALL; created with ETH_P_ALL it would take
+        // packets from every interface meanwhile (libpcap does the same).
         // SAFETY: plain socket(2) call; the result is checked before use.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                i32::from(ETH_P_ALL.to_be()),
-            )
-        };
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
             return Err(last_error(
                 "socket(AF_PACKET) (capturing needs root or CAP_NET_RAW)",

@@ -21,11 +21,13 @@ pub enum Command {
     Stats(StatsArgs),
     /// Capture packets live from an interface (AF_PACKET, TPACKET_V3 ring) into a trace, or print them.
     Capture(CaptureArgs),
+    /// Send traffic out of an interface at an exact packet or bit rate: a built-in pattern, or a trace replayed.
+    Generate(GenerateArgs),
     /// Write a synthetic trace (fixed or random payloads, 64–1518-byte frames, TCP/UDP/ICMP, IPv4/IPv6, VLAN tags).
     Synth(SynthArgs),
     /// Filter packets with rules (`ip filter N pass|reject SIP DIP PROTO SPT DPT`, or ClassBench); explain, lint, match.
     Filter(FilterArgs),
-    /// Benchmarks: `bench filter` (engines and the paper's cost model).
+    /// Benchmarks: `bench filter` (engines and the paper's cost model), `bench disk`, `bench compress`.
     Bench(BenchArgs),
     /// Profile traffic as aguri does: top source/destination prefixes and protocol:port ranges per interval.
     Profile(ProfileArgs),
@@ -79,6 +81,24 @@ pub struct SynthArgs {
     /// Number of packets.
     #[arg(short = 'c', long, default_value_t = 10_000)]
     pub count: u64,
+    #[command(flatten)]
+    pub pattern: PatternArgs,
+    /// Packets per second of trace time (sets the timestamp step).
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub rate: f64,
+    /// Time of the first packet (epoch seconds or RFC 3339); default 2026-01-01T00:00:00Z.
+    #[arg(long)]
+    pub start: Option<String>,
+    /// Print the closing summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// The synthetic traffic pattern shared by `synth` and `generate`.
+#[derive(Debug, Args)]
+pub struct PatternArgs {
     /// Frame size in bytes (64–1518), or a range MIN-MAX for uniformly random sizes.
     #[arg(long, default_value = "64")]
     pub size: String,
@@ -100,20 +120,9 @@ pub struct SynthArgs {
     /// Destination addresses are random inside this prefix.
     #[arg(long, default_value = "192.168.1.0/24")]
     pub dst_net: String,
-    /// Packets per second of trace time (sets the timestamp step).
-    #[arg(long, default_value_t = 1_000_000.0)]
-    pub rate: f64,
-    /// Time of the first packet (epoch seconds or RFC 3339); default 2026-01-01T00:00:00Z.
-    #[arg(long)]
-    pub start: Option<String>,
-    /// Seed for the pseudo-random generator (same seed, same trace).
+    /// Seed for the pseudo-random generator (same seed, same traffic).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Print the closing summary as JSON.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub out: OutputArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -292,6 +301,10 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// Filter engines: ns/packet, Mpps, build time, memory; the paper's α, T_O and T_P (Tables 2 and 3).
     Filter(BenchFilterArgs),
+    /// Sequential write throughput with and without fsync (paper 003 Table 5), and the T_c paper 000 needs.
+    Disk(BenchDiskArgs),
+    /// Compression throughput and ratio per codec and block size (paper 000 Fig. 4 and Table 1).
+    Compress(BenchCompressArgs),
 }
 
 #[derive(Debug, Args)]
@@ -413,4 +426,84 @@ pub struct CaptureArgs {
     pub json: bool,
     #[command(flatten)]
     pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Interface to send on.
+    #[arg(short = 'i', value_name = "IFACE")]
+    pub interface: String,
+    /// Packets to send (default: the whole replayed trace, or until --duration).
+    #[arg(short = 'c', long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Send at this many packets per second.
+    #[arg(long, conflicts_with = "mbps")]
+    pub pps: Option<f64>,
+    /// Send at this many megabits per second of frame bytes (no preamble or gap).
+    #[arg(long)]
+    pub mbps: Option<f64>,
+    /// Replay this trace (pcap or pcapng, any compression) instead of a built-in pattern.
+    #[arg(short = 'r', value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// With -r: send each packet at its recorded time offset.
+    #[arg(long, requires = "replay")]
+    pub recorded_timing: bool,
+    /// The built-in pattern. Here --size counts the frame on the wire, FCS included (64–1518, as RFC 2544).
+    #[command(flatten)]
+    pub pattern: PatternArgs,
+    /// Print the closing report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write every frame sent, stamped with its send time, to -w FILE.
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// `kansoku bench disk`: sequential write throughput of a directory's file system.
+#[derive(Debug, Args)]
+pub struct BenchDiskArgs {
+    /// Directory to write the test files in (they are removed afterwards).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// MiB written per run.
+    #[arg(long, value_name = "MiB", default_value_t = 512,
+          value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub size: u64,
+    /// Runs per mode; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub runs: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kansoku bench compress`: throughput and ratio per traffic kind, codec and block size.
+#[derive(Debug, Args)]
+pub struct BenchCompressArgs {
+    /// Also measure this trace's packets (pcap or pcapng, plain or compressed), up to --mb of them.
+    #[arg(short = 'r', value_name = "FILE")]
+    pub read: Option<PathBuf>,
+    /// Codecs to measure.
+    #[arg(long, value_delimiter = ',', default_value = "lz4,zstd,gzip")]
+    pub codecs: Vec<String>,
+    /// Block (compression buffer) sizes in KiB; a per-packet row is added for lz4 and gzip.
+    #[arg(long, value_delimiter = ',', default_value = "4,8,16,32,64,128",
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub block_sizes: Vec<u64>,
+    /// MB of pcap per traffic kind.
+    #[arg(long, value_name = "MB", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub mb: u64,
+    /// Runs per measurement; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub runs: u64,
+    /// Repeat the sample within a run until this many seconds have passed.
+    #[arg(long, default_value_t = 0.2)]
+    pub min_seconds: f64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }

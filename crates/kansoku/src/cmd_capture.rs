@@ -57,6 +57,13 @@ pub fn run(args: &CaptureArgs) -> CliResult<i32> {
         drop_privileges(user).map_err(|e| CliError::input(e.to_string()))?;
     }
     let link_type = ring.link_type();
+    // As tcpdump: from here on, every packet on the interface is captured.
+    eprintln!(
+        "kansoku: listening on {}, link-type {link_type}, snapshot length {} bytes, ring {} MiB",
+        args.interface,
+        args.snaplen,
+        ring.ring_bytes() >> 20
+    );
     let cfg = PipelineConfig {
         count: args.count,
         duration: args.duration.map(Duration::from_secs_f64),

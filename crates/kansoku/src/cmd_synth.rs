@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use synth::{FrameSize, IpVersion, PayloadPattern, ProtoMix, Synth, SynthConfig};
 use wire::LinkType;
 
-use crate::cli::{IpArg, PayloadArg, ProtoArg, SynthArgs};
+use crate::cli::{IpArg, PatternArgs, PayloadArg, ProtoArg, SynthArgs};
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
 use crate::sink::Sink;
@@ -43,7 +43,6 @@ pub fn run(args: &SynthArgs) -> CliResult<i32> {
 }
 
 fn config(args: &SynthArgs) -> CliResult<SynthConfig> {
-    let size = parse_size(&args.size)?;
     if !(args.rate > 0.0 && args.rate.is_finite()) {
         return Err(CliError::input(format!(
             "bad --rate {} (expected packets per second > 0)",
@@ -54,31 +53,42 @@ fn config(args: &SynthArgs) -> CliResult<SynthConfig> {
         Some(t) => time::parse_time(t).map_err(CliError::input)?,
         None => DEFAULT_START_NS,
     };
+    let interval_ns = (1e9 / args.rate).round().max(1.0) as u64;
+    pattern_config(&args.pattern, args.count, start_ns, interval_ns)
+}
+
+/// The synth configuration for a traffic pattern given on the command line.
+pub fn pattern_config(
+    p: &PatternArgs,
+    count: u64,
+    start_ns: u64,
+    interval_ns: u64,
+) -> CliResult<SynthConfig> {
     Ok(SynthConfig {
-        count: args.count,
-        size,
-        payload: match args.payload {
+        count,
+        size: parse_size(&p.size)?,
+        payload: match p.payload {
             PayloadArg::Fixed => PayloadPattern::Fixed(FIXED_BYTE),
             PayloadArg::Random => PayloadPattern::Random,
             PayloadArg::Worm => PayloadPattern::Worm,
         },
-        proto: match args.proto {
+        proto: match p.proto {
             ProtoArg::Tcp => ProtoMix::Tcp,
             ProtoArg::Udp => ProtoMix::Udp,
             ProtoArg::Icmp => ProtoMix::Icmp,
             ProtoArg::Mix => ProtoMix::Mix,
         },
-        ip: match args.ip {
+        ip: match p.ip {
             IpArg::V4 => IpVersion::V4,
             IpArg::V6 => IpVersion::V6,
             IpArg::Mix => IpVersion::Mix,
         },
-        vlans: args.vlan.clone(),
-        src_net: parse_prefix(&args.src_net, "--src-net")?,
-        dst_net: parse_prefix(&args.dst_net, "--dst-net")?,
+        vlans: p.vlan.clone(),
+        src_net: parse_prefix(&p.src_net, "--src-net")?,
+        dst_net: parse_prefix(&p.dst_net, "--dst-net")?,
         start_ns,
-        interval_ns: (1e9 / args.rate).round().max(1.0) as u64,
-        seed: args.seed,
+        interval_ns,
+        seed: p.seed,
     })
 }
 

@@ -1,9 +1,12 @@
 //! `kansoku`: the command-line front end. Argument parsing, wiring of the
 //! library crates, and printing; the work itself is done in `wire` and `trace`.
 
+mod benchkit;
 mod cli;
+mod cmd_bench;
 mod cmd_capture;
 mod cmd_filter;
+mod cmd_generate;
 mod cmd_plot;
 mod cmd_profile;
 mod cmd_read;
@@ -21,7 +24,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{BenchCommand, Cli, Command};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
@@ -31,9 +34,14 @@ fn main() -> ExitCode {
         Command::Read(args) => cmd_read::run(&args),
         Command::Stats(args) => cmd_stats::run(&args),
         Command::Capture(args) => cmd_capture::run(&args),
+        Command::Generate(args) => cmd_generate::run(&args),
         Command::Synth(args) => cmd_synth::run(&args),
         Command::Filter(args) => cmd_filter::run(&args),
-        Command::Bench(args) => cmd_filter::bench(&args),
+        Command::Bench(args) => match &args.command {
+            BenchCommand::Filter(_) => cmd_filter::bench(&args),
+            BenchCommand::Disk(a) => cmd_bench::disk(a),
+            BenchCommand::Compress(a) => cmd_bench::compress(a),
+        },
         Command::Profile(args) => cmd_profile::run(&args),
         Command::Plot(args) => cmd_plot::run(&args),
     };

@@ -40,8 +40,8 @@ ip link set lo up
 ip link add kca type veth peer name kcb
 ip link set kca up
 ip link set kcb up
-# Wait until N packet sockets exist in this namespace (the capture's ring is open).
-wait_sockets() { for _ in $(seq 200); do [ "$(($(wc -l < /proc/net/packet) - 1))" -ge "$1" ] && return 0; sleep 0.02; done; echo "no capture socket" >&2; return 1; }
+# Wait until a capture writing its messages to FILE says it is listening (its ring is bound).
+wait_listening() { for _ in $(seq 250); do grep -q "listening on" "$1" 2>/dev/null && return 0; sleep 0.02; done; echo "capture did not start: $(cat "$1")" >&2; return 1; }
 "#;
 
 /// Runs `script` in a new network namespace with $K (kansoku), $SEND (the
@@ -101,9 +101,9 @@ fn veth_capture_is_byte_exact_with_vlan_tags_and_nothing_dropped() {
     in_netns(
         dir.path(),
         r#"
-$K capture -i kcb -c 3000 -w "$DIR/cap.pcapng.lz4" --format pcapng --json > "$DIR/stats.json" &
+$K capture -i kcb -c 3000 -w "$DIR/cap.pcapng.lz4" --format pcapng --json > "$DIR/stats.json" 2> "$DIR/cap.err" &
 pid=$!
-wait_sockets 1
+wait_listening "$DIR/cap.err"
 python3 "$SEND" kca 3000 "$DIR/sent.pcap" --vlan-every 7
 wait $pid
 "#,
@@ -145,9 +145,9 @@ fn snaplen_is_honoured_on_loopback() {
     in_netns(
         dir.path(),
         r#"
-$K capture -i lo -s 100 -c 200 -w "$DIR/lo.pcap" --compress none --json > "$DIR/stats.json" &
+$K capture -i lo -s 100 -c 200 -w "$DIR/lo.pcap" --compress none --json > "$DIR/stats.json" 2> "$DIR/cap.err" &
 pid=$!
-wait_sockets 1
+wait_listening "$DIR/cap.err"
 python3 -c '
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -179,9 +179,9 @@ fn a_small_ring_and_a_slow_writer_report_every_drop() {
         dir.path(),
         r#"
 $K capture -i kcb -B 1 --ring-block-kib 64 --queue 1 --compress zstd --level 19 --block-size 4 \
-    -w "$DIR/d.pcap.zst" --duration 6 --json > "$DIR/stats.json" || true &
+    -w "$DIR/d.pcap.zst" --duration 6 --json > "$DIR/stats.json" 2> "$DIR/cap.err" || true &
 pid=$!
-wait_sockets 1
+wait_listening "$DIR/cap.err"
 python3 "$SEND" kca 200000 "$DIR/sent.pcap" --size 60-1514
 wait $pid
 "#,
@@ -210,12 +210,14 @@ fn sigint_leaves_a_complete_file_and_sigkill_a_readable_one() {
     in_netns(
         dir.path(),
         r#"
+$K capture -i kcb -w "$DIR/int.pcap.lz4" --json > "$DIR/int.json" 2> "$DIR/a.err" &
+a=$!
+$K capture -i kcb -w "$DIR/kill.pcap.lz4" 2> "$DIR/b.err" &
+b=$!
+wait_listening "$DIR/a.err"
+wait_listening "$DIR/b.err"
 python3 "$SEND" kca 6000 "$DIR/sent.pcap" --seconds 3 &
 snd=$!
-$K capture -i kcb -w "$DIR/int.pcap.lz4" --json > "$DIR/int.json" &
-a=$!
-$K capture -i kcb -w "$DIR/kill.pcap.lz4" &
-b=$!
 sleep 1.5
 kill -INT $a
 kill -KILL $b
@@ -245,4 +247,47 @@ wait $snd
     for (i, (g, s)) in killed.iter().zip(&sent).enumerate() {
         assert!(g.data == *s, "SIGKILL file: frame {i} differs");
     }
+}
+
+#[test]
+fn generate_sends_100000_packets_that_capture_writes_byte_for_byte() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+$K capture -i kcb -c 100000 -w "$DIR/cap.pcap.lz4" --json > "$DIR/cap.json" 2> "$DIR/cap.err" &
+pid=$!
+wait_listening "$DIR/cap.err"
+$K generate -i kca -c 100000 --pps 25000 --size 64-1518 --payload random --ip mix --vlan 9 \
+    -w "$DIR/sent.pcap" --compress none --json > "$DIR/gen.json"
+wait $pid
+# tshark, an independent reader, turns kansoku's lz4 trace into a plain pcap.
+tshark -r "$DIR/cap.pcap.lz4" -F nsecpcap -w "$DIR/tshark.pcap" 2>/dev/null
+"#,
+    );
+    let gen = json(dir.path().join("gen.json"));
+    assert_eq!(gen["packets"], 100_000, "{gen}");
+    let pps = gen["pps"].as_f64().unwrap();
+    assert!(
+        pps > 20_000.0 && pps < 26_000.0,
+        "rate {pps} for a target of 25,000/s"
+    );
+    let cap = json(dir.path().join("cap.json"));
+    assert_eq!(cap["written"], 100_000, "{cap}");
+    assert_eq!(cap["kernel_drops"], 0, "{cap}");
+    assert_eq!(cap["dropped_kansoku"], 0, "{cap}");
+    assert_accounting(&cap);
+    let sent = sent_frames(&dir.path().join("sent.pcap"));
+    let got = sent_frames(&dir.path().join("tshark.pcap"));
+    assert_eq!(got.len(), 100_000);
+    let same = got.iter().zip(&sent).filter(|(g, s)| g == s).count();
+    assert_eq!(
+        same, 100_000,
+        "frames differ between what was sent and what tshark reads back"
+    );
+    // Every frame carried its VLAN tag through the kernel and back.
+    assert!(got.iter().all(|f| f[12..16] == [0x81, 0x00, 0x00, 0x09]));
 }

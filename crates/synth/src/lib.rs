@@ -29,10 +29,9 @@ use wire::udp::{UdpPacket, UdpRepr};
 use wire::vlan::{VlanRepr, MAX_TAGS};
 use wire::{EtherType, IpProtocol, TcpFlags};
 
-/// Smallest Ethernet frame without FCS (IEEE 802.3 §4.4.2: 64 with FCS is
-/// the usual "64-byte frame"; captures count it without FCS, so the clamp
-/// is on the captured length, as tcpdump reports it).
-pub const MIN_FRAME: usize = 64;
+/// Smallest Ethernet frame without FCS: IEEE 802.3's 64-byte minimum
+/// counts the 4-byte FCS, which captures do not hold.
+pub const MIN_FRAME: usize = 60;
 /// Largest untagged Ethernet frame without FCS, as the paper's 1518-byte frames.
 pub const MAX_FRAME: usize = 1518;
 /// The worm frame's length: Ethernet 14 + IPv4 20 + UDP 8 + 376 bytes.
@@ -58,7 +57,7 @@ pub enum PayloadPattern {
 /// Total frame length, Ethernet header included, FCS excluded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameSize {
-    /// Every frame this long (clamped to 64..=1518, then up to what the headers need).
+    /// Every frame this long (clamped to 60..=1518, then up to what the headers need).
     Fixed(usize),
     /// Uniform over the inclusive range (each end clamped as for `Fixed`).
     Uniform(usize, usize),
