@@ -20,6 +20,8 @@
 //! The stage knows nothing of files or sockets: a trace reader, a capture
 //! ring or a generator feeds it, and the caller decides where summaries go.
 
+#![forbid(unsafe_code)]
+
 pub mod label;
 pub mod merge;
 pub mod profile;

@@ -17,6 +17,8 @@
 //! The crate does no I/O: it takes rule text and packet keys and gives rule
 //! indices. A rule's index is its place in evaluation order, not its N.
 
+#![forbid(unsafe_code)]
+
 pub mod fast;
 pub mod key;
 pub mod linear;

@@ -1,6 +1,8 @@
 //! `kansoku`: the command-line front end. Argument parsing, wiring of the
 //! library crates, and printing; the work itself is done in `wire` and `trace`.
 
+#![forbid(unsafe_code)]
+
 mod benchkit;
 mod cli;
 mod cmd_bench;

@@ -15,6 +15,8 @@
 //! Randomness comes from `rand`'s `SmallRng` seeded with `seed`: the same
 //! configuration gives the same frames (with the same `rand` version).
 
+#![forbid(unsafe_code)]
+
 use core::fmt;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
