@@ -13,6 +13,10 @@
 //! Accounting, exact at the end of a run:
 //! `kernel.packets = received + kernel.drops` (what the kernel saw) and
 //! `received = delivered + dropped_queue + skipped` (skipped: past `-c`).
+//!
+//! When the ring is idle, the consumer can be sent empty heartbeat batches
+//! whose watermark says how far in time the capture is complete, so that
+//! interval-based consumers close intervals on time.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +33,7 @@ const RECORD_HEADER: usize = 16;
 pub struct Batch {
     buf: Vec<u8>,
     packets: u32,
+    watermark_ns: Option<u64>,
 }
 
 /// One packet of a batch.
@@ -53,9 +58,19 @@ impl Batch {
         self.packets == 0
     }
 
+    /// On an empty heartbeat batch (see [`PipelineConfig::heartbeat`]):
+    /// every packet the kernel stamped before this time (nanoseconds since
+    /// the epoch) was in an earlier batch or counted as dropped. A consumer
+    /// that works in time intervals (the profiler) can close them on time
+    /// even when traffic stops.
+    pub fn watermark_ns(&self) -> Option<u64> {
+        self.watermark_ns
+    }
+
     fn clear(&mut self) {
         self.buf.clear();
         self.packets = 0;
+        self.watermark_ns = None;
     }
 
     /// Appends a ring packet, putting back the VLAN tag the kernel removed
@@ -152,6 +167,14 @@ pub struct PipelineConfig {
     /// How long to keep draining the ring after a stop, for blocks the
     /// kernel retires late (a little more than the block timeout).
     pub drain: Duration,
+    /// When the ring has been idle this long since the last batch, hand the
+    /// consumer an empty batch carrying a [`Batch::watermark_ns`]; `None`
+    /// for never.
+    pub heartbeat: Option<Duration>,
+    /// How far the watermark lags the clock: more than the ring's block
+    /// timeout, so that packets in a block the kernel has not yet retired
+    /// are never behind it.
+    pub heartbeat_lag: Duration,
 }
 
 impl Default for PipelineConfig {
@@ -161,6 +184,8 @@ impl Default for PipelineConfig {
             duration: None,
             queue_batches: 32,
             drain: Duration::from_millis(50),
+            heartbeat: None,
+            heartbeat_lag: Duration::from_millis(200),
         }
     }
 }
@@ -242,6 +267,7 @@ fn ring_loop(
     let mut last_stats = Instant::now();
     let mut taken = 0u64;
     let mut stopping_since: Option<Instant> = None;
+    let mut last_handover = Instant::now();
     let poll = Duration::from_millis(20);
     loop {
         if consumer_failed.load(Ordering::Relaxed) {
@@ -264,6 +290,10 @@ fn ring_loop(
             last_stats = Instant::now();
         }
         let Some(block) = ring.acquire_block(poll)? else {
+            if cfg.heartbeat.is_some_and(|h| last_handover.elapsed() >= h) {
+                last_handover = Instant::now();
+                send_heartbeat(&tx, &empties, cfg.heartbeat_lag);
+            }
             continue;
         };
         let mut batch = empties.try_recv().unwrap_or_default();
@@ -285,6 +315,7 @@ fn ring_loop(
         if n == 0 {
             continue;
         }
+        last_handover = Instant::now();
         match tx.try_send(batch) {
             Ok(()) => {
                 live.delivered.fetch_add(n, Ordering::Relaxed);
@@ -295,6 +326,19 @@ fn ring_loop(
             Err(TrySendError::Disconnected(_)) => return Ok(()),
         }
     }
+}
+
+/// Offers the consumer an empty batch stamped with a watermark. If the queue
+/// is full the consumer is busy with packets anyway, and the heartbeat is
+/// simply not sent.
+fn send_heartbeat(tx: &SyncSender<Batch>, empties: &Receiver<Batch>, lag: Duration) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut batch = empties.try_recv().unwrap_or_default();
+    batch.watermark_ns =
+        Some(u64::try_from(now.saturating_sub(lag).as_nanos()).unwrap_or(u64::MAX));
+    let _ = tx.try_send(batch);
 }
 
 #[cfg(test)]

@@ -182,6 +182,12 @@ pub struct OutputArgs {
     /// fdatasync after every block (slower; survives power loss, not just a crash).
     #[arg(long)]
     pub sync: bool,
+    /// Experiments: write (and compress) each packet on its own, one write() per packet, as libpcap's pcap_dump.
+    #[arg(long)]
+    pub flush_each_packet: bool,
+    /// Experiments: emulate a disk that writes this many MB/s (10^6 bytes), sleeping after each write.
+    #[arg(long, value_name = "MB/S")]
+    pub disk_mbps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -305,6 +311,8 @@ pub enum BenchCommand {
     Disk(BenchDiskArgs),
     /// Compression throughput and ratio per codec and block size (paper 000 Fig. 4 and Table 1).
     Compress(BenchCompressArgs),
+    /// Capture rate vs offered load per writer configuration in a namespace of its own (papers 000 §5 and 003).
+    Capture(BenchCaptureArgs),
 }
 
 #[derive(Debug, Args)]
@@ -421,6 +429,32 @@ pub struct CaptureArgs {
     /// Ring blocks the writer's queue holds before packets are dropped (and counted).
     #[arg(long, value_name = "BLOCKS", default_value_t = 32)]
     pub queue: usize,
+    /// Keep only packets these filter rules pass (`ip filter N pass|reject ...`); rejected ones are counted, not written.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Profile the kept packets as `kansoku profile` does, one summary file per interval in this directory.
+    #[arg(long, value_name = "DIR")]
+    pub profile: Option<PathBuf>,
+    /// Length of a --profile interval.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 300,
+        requires = "profile"
+    )]
+    pub profile_interval: u64,
+    /// Percent of an interval's traffic a --profile entry needs to be listed.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 1.0,
+        requires = "profile"
+    )]
+    pub profile_threshold: f64,
+    /// Spread packets over N rings by flow hash (PACKET_FANOUT), one thread and one output file each:
+    /// -w FILE writes FILE.0, FILE.1, ...; statistics are summed. Needs -w FILE; not with -c or --profile.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub fanout: u16,
     /// Print the final statistics as JSON.
     #[arg(long)]
     pub json: bool,
@@ -504,6 +538,44 @@ pub struct BenchCompressArgs {
     #[arg(long, default_value_t = 0.2)]
     pub min_seconds: f64,
     /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kansoku bench capture`: capture rate vs offered load, per writer configuration.
+#[derive(Debug, Args)]
+pub struct BenchCaptureArgs {
+    /// Offered loads, packets per second.
+    #[arg(long, value_delimiter = ',', default_value = "10000,20000,40000,80000")]
+    pub loads: Vec<f64>,
+    /// Packets sent per configuration and load.
+    #[arg(short = 'c', long, default_value_t = 50_000)]
+    pub packets: u64,
+    /// Frame size on the wire, FCS included (64–1518), or worm for the paper's 418-byte UDP worm packet.
+    #[arg(long, default_value = "1518")]
+    pub size: String,
+    /// Payload bytes: one byte value repeated (compressible) or random.
+    #[arg(long, value_enum, default_value_t = PayloadArg::Fixed)]
+    pub payload: PayloadArg,
+    /// Configurations to compare (default all): raw-pkt, raw, lz4-pkt, lz4, gzip, zstd, tcpdump.
+    #[arg(long, value_delimiter = ',')]
+    pub configs: Vec<String>,
+    /// Emulate a disk of this many MB/s behind every writer (the papers' disk-bound regime).
+    #[arg(long, value_name = "MB/S")]
+    pub disk_mbps: Option<f64>,
+    /// Capture ring size in MiB (kansoku -B; tcpdump gets the same).
+    #[arg(short = 'B', long, value_name = "MIB", default_value_t = 8)]
+    pub buffer_mib: usize,
+    /// kansoku's writer queue, in 1 MiB ring blocks.
+    #[arg(long, value_name = "BLOCKS", default_value_t = 8)]
+    pub queue: usize,
+    /// Directory for the capture files (removed after each point); default: the temp directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Draw capture rate vs load to this file (.svg or .png).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
 }

@@ -35,6 +35,7 @@ pub fn bench(args: &BenchArgs) -> CliResult<i32> {
         // main.rs sends these to cmd_bench; kept here so the match stays total.
         BenchCommand::Disk(a) => crate::cmd_bench::disk(a),
         BenchCommand::Compress(a) => crate::cmd_bench::compress(a),
+        BenchCommand::Capture(a) => crate::cmd_bench_capture::run(a),
     }
 }
 

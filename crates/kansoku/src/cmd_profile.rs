@@ -25,23 +25,26 @@ const DAY_NS: u64 = 86_400 * NS;
 
 /// Where summaries go.
 enum Out {
-    Stdout(io::StdoutLock<'static>),
+    /// `Stdout`, not its lock, so that a capture thread can own the writer.
+    Stdout(io::Stdout),
     /// All summaries one after another, as aguri writes them.
     File(BufWriter<File>, PathBuf),
     /// One file per summary, named by its start time.
     Dir(PathBuf),
 }
 
-struct Writer {
+/// Writes summaries as `kansoku profile -w` does (also used by
+/// `kansoku capture --profile`).
+pub(crate) struct Writer {
     out: Out,
     json: bool,
 }
 
 impl Writer {
-    fn new(target: Option<&Path>, json: bool) -> CliResult<Writer> {
+    pub(crate) fn new(target: Option<&Path>, json: bool) -> CliResult<Writer> {
         let out = match target {
-            None => Out::Stdout(io::stdout().lock()),
-            Some(p) if p.as_os_str() == "-" => Out::Stdout(io::stdout().lock()),
+            None => Out::Stdout(io::stdout()),
+            Some(p) if p.as_os_str() == "-" => Out::Stdout(io::stdout()),
             Some(p) if p.as_os_str().to_string_lossy().ends_with('/') || p.is_dir() => {
                 fs::create_dir_all(p).map_err(|e| CliError::file(p, e))?;
                 Out::Dir(p.to_path_buf())
@@ -64,7 +67,7 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, s: &Summary) -> CliResult<()> {
+    pub(crate) fn write(&mut self, s: &Summary) -> CliResult<()> {
         let text = self.text(s)?;
         match &mut self.out {
             Out::Stdout(o) => o.write_all(text.as_bytes())?,
@@ -80,7 +83,7 @@ impl Writer {
         Ok(())
     }
 
-    fn finish(self) -> CliResult<()> {
+    pub(crate) fn finish(self) -> CliResult<()> {
         match self.out {
             Out::Stdout(mut o) => o.flush()?,
             Out::File(mut f, p) => f.flush().map_err(|e| CliError::file(&p, e))?,

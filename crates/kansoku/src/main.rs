@@ -6,6 +6,7 @@
 mod benchkit;
 mod cli;
 mod cmd_bench;
+mod cmd_bench_capture;
 mod cmd_capture;
 mod cmd_filter;
 mod cmd_generate;
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
             BenchCommand::Filter(_) => cmd_filter::bench(&args),
             BenchCommand::Disk(a) => cmd_bench::disk(a),
             BenchCommand::Compress(a) => cmd_bench::compress(a),
+            BenchCommand::Capture(a) => cmd_bench_capture::run(a),
         },
         Command::Profile(args) => cmd_profile::run(&args),
         Command::Plot(args) => cmd_plot::run(&args),

@@ -63,8 +63,15 @@ impl Sink {
             level: args.level,
             index: !args.no_index && path.as_os_str() != "-",
             sync: args.sync,
+            flush_each_record: args.flush_each_packet,
             ..WriterConfig::default()
         };
+        if let Some(mbps) = args.disk_mbps {
+            if !(mbps > 0.0 && mbps.is_finite()) {
+                return Err(CliError::input("--disk-mbps must be a positive number"));
+            }
+            config.disk_bytes_per_sec = Some((mbps * 1e6).max(1.0) as u64);
+        }
         if let Some(kib) = args.block_size {
             config.block_size = kib.saturating_mul(1024);
         }

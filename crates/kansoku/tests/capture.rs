@@ -8,8 +8,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Mutex;
 
 use common::*;
+use wire::{IpProtocol, LinkType};
 
 /// Whether the tests can run: they need root (CAP_NET_ADMIN and CAP_NET_RAW).
 /// CI runs as root; elsewhere they are skipped with a note.
@@ -47,6 +49,10 @@ wait_listening() { for _ in $(seq 250); do grep -q "listening on" "$1" 2>/dev/nu
 /// Runs `script` in a new network namespace with $K (kansoku), $SEND (the
 /// sender) and $DIR (a temp dir) set.
 fn in_netns(dir: &Path, script: &str) -> Output {
+    // One namespace at a time: the tests send at fixed rates and some measure
+    // timing or overflow on purpose, so they must not compete for the CPU.
+    static SERIAL: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let send = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/capture/send.py");
     let out = Command::new("unshare")
         .args(["-n", "bash", "-c", &format!("{PRELUDE}\n{script}")])
@@ -77,7 +83,8 @@ fn sent_frames(path: &Path) -> Vec<Vec<u8>> {
 }
 
 /// Accounting that never hides a loss: what the kernel saw is exactly what
-/// was written, dropped by the kernel, dropped by kansoku or skipped after -c.
+/// was written, rejected by the rules, dropped by the kernel, dropped by
+/// kansoku or skipped after -c.
 fn assert_accounting(s: &serde_json::Value) {
     let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("no {k} in {s}"));
     assert_eq!(
@@ -87,7 +94,7 @@ fn assert_accounting(s: &serde_json::Value) {
     );
     assert_eq!(
         n("received"),
-        n("written") + n("dropped_kansoku") + n("skipped"),
+        n("written") + n("rejected") + n("dropped_kansoku") + n("skipped"),
         "{s}"
     );
 }
@@ -290,4 +297,162 @@ tshark -r "$DIR/cap.pcap.lz4" -F nsecpcap -w "$DIR/tshark.pcap" 2>/dev/null
     );
     // Every frame carried its VLAN tag through the kernel and back.
     assert!(got.iter().all(|f| f[12..16] == [0x81, 0x00, 0x00, 0x09]));
+}
+
+/// Whether the rule file of the filter test passes a frame: UDP to ports 50–130.
+fn udp_to_50_130(frame: &[u8]) -> bool {
+    wire::slice(LinkType::Ethernet, frame)
+        .five_tuple()
+        .is_some_and(|t| t.protocol == IpProtocol::Udp && (50..=130).contains(&t.dst_port))
+}
+
+#[test]
+fn rules_at_capture_write_only_what_passes_and_count_the_rest() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+printf '# UDP to domain, www and ntp only; the default rule rejects the rest\nip filter 10 pass * * udp * 50-130\n' > "$DIR/rules"
+$K capture -i kcb -c 20000 --rules "$DIR/rules" -w "$DIR/cap.pcap" --compress none --json > "$DIR/cap.json" 2> "$DIR/cap.err" &
+pid=$!
+wait_listening "$DIR/cap.err"
+$K generate -i kca -c 20000 --pps 20000 --size 64-300 --proto mix --ip mix -w "$DIR/sent.pcap" --compress none > /dev/null
+wait $pid
+"#,
+    );
+    let sent = sent_frames(&dir.path().join("sent.pcap"));
+    assert_eq!(sent.len(), 20_000);
+    let expected: Vec<&Vec<u8>> = sent.iter().filter(|f| udp_to_50_130(f)).collect();
+    // The mix must exercise both verdicts for the test to mean anything.
+    assert!(
+        expected.len() > 1000 && expected.len() < 15_000,
+        "{}",
+        expected.len()
+    );
+    let stats = json(dir.path().join("cap.json"));
+    assert_accounting(&stats);
+    assert_eq!(stats["kernel_drops"], 0, "{stats}");
+    assert_eq!(stats["dropped_kansoku"], 0, "{stats}");
+    assert_eq!(stats["written"], expected.len() as u64, "{stats}");
+    assert_eq!(
+        stats["rejected"],
+        (sent.len() - expected.len()) as u64,
+        "{stats}"
+    );
+    let got = sent_frames(&dir.path().join("cap.pcap"));
+    assert_eq!(got.len(), expected.len());
+    for (i, (g, s)) in got.iter().zip(&expected).enumerate() {
+        assert!(
+            g == *s,
+            "kept frame {i} is not the {i}th passing frame sent"
+        );
+    }
+}
+
+/// The packet totals of every aguri summary in `dir`, and how many files there are.
+fn summary_totals(dir: &Path) -> (u64, usize) {
+    let mut total = 0;
+    let mut files = 0;
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let summaries =
+            aguri::parse_summaries(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        total += summaries.iter().map(|s| s.total_packets()).sum::<u64>();
+        files += 1;
+    }
+    (total, files)
+}
+
+#[test]
+fn profile_at_capture_writes_interval_summaries_that_add_up_exactly() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+$K capture -i kcb --profile "$DIR/with-w" --profile-interval 1 -w "$DIR/cap.pcap.lz4" --json > "$DIR/a.json" 2> "$DIR/a.err" &
+a=$!
+$K capture -i kcb --profile "$DIR/alone" --profile-interval 1 --json 2> "$DIR/b.err" > "$DIR/b.out" &
+b=$!
+wait_listening "$DIR/a.err"
+wait_listening "$DIR/b.err"
+$K generate -i kca --pps 4000 --duration 3 --ip mix > /dev/null
+# Traffic has stopped: heartbeats (once a second while idle, 0.2 s behind
+# the clock) must close the last interval within about 2 s.
+sleep 2.5
+ls "$DIR/with-w" > "$DIR/before-exit"
+kill -INT $a $b
+wait $a
+wait $b
+"#,
+    );
+    let a = json(dir.path().join("a.json"));
+    assert_accounting(&a);
+    let (total, files) = summary_totals(&dir.path().join("with-w"));
+    assert!(files >= 2, "{files} summary files");
+    assert_eq!(total, a["written"].as_u64().unwrap(), "{a}");
+    assert_eq!(a["profiled"], a["written"], "{a}");
+    assert_eq!(a["profile_summaries"], files as u64, "{a}");
+    assert!(total > 5000, "{a}");
+    // Heartbeats closed every interval while the capture was idle: all
+    // were on disk before Ctrl-C, and exit found nothing left to write.
+    let before = std::fs::read_to_string(dir.path().join("before-exit")).unwrap();
+    assert_eq!(before.lines().count(), files, "{before}");
+    // Without -w nothing is printed; every packet kept is profiled.
+    let b = json(dir.path().join("b.err"));
+    assert_accounting(&b);
+    let (total_b, files_b) = summary_totals(&dir.path().join("alone"));
+    assert!(files_b >= 2, "{files_b} summary files");
+    let n = |k: &str| b[k].as_u64().unwrap();
+    assert_eq!(total_b, n("received") - n("dropped_kansoku"), "{b}");
+    assert_eq!(total_b, n("written"), "{b}");
+    let printed = std::fs::read_to_string(dir.path().join("b.out")).unwrap();
+    assert!(printed.is_empty(), "{printed}");
+}
+
+#[test]
+fn fanout_over_two_rings_captures_every_packet_once() {
+    if !can_run() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+$K capture -i kcb --fanout 2 -w "$DIR/f.pcap" --compress none --json > "$DIR/f.json" 2> "$DIR/f.err" &
+pid=$!
+wait_listening "$DIR/f.err"
+$K generate -i kca -c 20000 --pps 20000 --ip mix -w "$DIR/sent.pcap" --compress none > /dev/null
+sleep 0.5
+kill -INT $pid
+wait $pid
+"#,
+    );
+    let stats = json(dir.path().join("f.json"));
+    assert_accounting(&stats);
+    assert_eq!(stats["rings"], 2, "{stats}");
+    assert_eq!(stats["kernel_packets"], 20_000, "{stats}");
+    assert_eq!(stats["written"], 20_000, "{stats}");
+    let f0 = sent_frames(&dir.path().join("f.pcap.0"));
+    let f1 = sent_frames(&dir.path().join("f.pcap.1"));
+    assert!(
+        !f0.is_empty() && !f1.is_empty(),
+        "{} and {}",
+        f0.len(),
+        f1.len()
+    );
+    let mut got: Vec<Vec<u8>> = f0.into_iter().chain(f1).collect();
+    let mut sent = sent_frames(&dir.path().join("sent.pcap"));
+    got.sort();
+    sent.sort();
+    assert!(
+        got == sent,
+        "the two rings together do not hold exactly what was sent"
+    );
 }
