@@ -8,27 +8,6 @@ use std::process::Command;
 
 use common::*;
 
-/// Whether the test can run: it needs root (network namespaces, veth, raw
-/// sockets). CI runs as root; elsewhere it is skipped with a note.
-fn can_run() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "bench capture tests need root, and CI runs as root"
-        );
-        eprintln!("skipping: bench capture tests need root");
-    }
-    root
-}
-
 fn namespaces() -> String {
     let out = Command::new("ip")
         .args(["netns", "list"])
@@ -39,7 +18,7 @@ fn namespaces() -> String {
 
 #[test]
 fn small_sweep_gives_sane_rates_a_plot_and_cleans_up() {
-    if !can_run() {
+    if !can_run("bench capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -117,7 +96,7 @@ fn small_sweep_gives_sane_rates_a_plot_and_cleans_up() {
 
 #[test]
 fn emulated_disk_makes_uncompressed_lose_before_lz4() {
-    if !can_run() {
+    if !can_run("bench capture") {
         return;
     }
     // 1518-byte fixed frames at 4000 pps are 6 MB/s; a 2 MB/s disk cannot

@@ -13,28 +13,6 @@ use std::sync::Mutex;
 use common::*;
 use wire::{IpProtocol, LinkType};
 
-/// Whether the tests can run: they need root (CAP_NET_ADMIN and CAP_NET_RAW).
-/// CI runs as root; elsewhere they are skipped with a note.
-fn can_run() -> bool {
-    // SAFETY-free check: the effective uid of this process.
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "capture tests need root, and CI runs as root"
-        );
-        eprintln!("skipping: capture tests need root");
-    }
-    root
-}
-
 const PRELUDE: &str = r#"
 set -eu
 sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
@@ -101,7 +79,7 @@ fn assert_accounting(s: &serde_json::Value) {
 
 #[test]
 fn veth_capture_is_byte_exact_with_vlan_tags_and_nothing_dropped() {
-    if !can_run() {
+    if !can_run("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -145,7 +123,7 @@ wait $pid
 
 #[test]
 fn snaplen_is_honoured_on_loopback() {
-    if !can_run() {
+    if !can_run("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -178,7 +156,7 @@ wait $pid
 
 #[test]
 fn a_small_ring_and_a_slow_writer_report_every_drop() {
-    if !can_run() {
+    if !can_run("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -210,7 +188,7 @@ wait $pid
 
 #[test]
 fn sigint_leaves_a_complete_file_and_sigkill_a_readable_one() {
-    if !can_run() {
+    if !can_run("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -258,7 +236,7 @@ wait $snd
 
 #[test]
 fn generate_sends_100000_packets_that_capture_writes_byte_for_byte() {
-    if !can_run() {
+    if !can_run("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -308,7 +286,7 @@ fn udp_to_50_130(frame: &[u8]) -> bool {
 
 #[test]
 fn rules_at_capture_write_only_what_passes_and_count_the_rest() {
-    if !can_run() {
+    if !can_run("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -369,7 +347,7 @@ fn summary_totals(dir: &Path) -> (u64, usize) {
 
 #[test]
 fn profile_at_capture_writes_interval_summaries_that_add_up_exactly() {
-    if !can_run() {
+    if !can_run("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -418,7 +396,7 @@ wait $b
 
 #[test]
 fn fanout_over_two_rings_captures_every_packet_once() {
-    if !can_run() {
+    if !can_run("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
