@@ -32,16 +32,13 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use plotters::prelude::*;
-use plotters::style::{register_font, FontStyle};
 use serde::Serialize;
 use trace::write::DiskThrottle;
 
 use crate::cli::{BenchCaptureArgs, PayloadArg};
+use crate::cmd_plot::load_font;
 use crate::error::{display_path, CliError, CliResult};
 use crate::signals;
-
-/// The font PNG and SVG text is laid out with (Debian: fonts-dejavu-core).
-const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 /// How long a capture may take to bind its ring and say it listens.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -768,18 +765,6 @@ fn plot_kind(path: &Path) -> CliResult<&'static str> {
             display_path(path)
         ))),
     }
-}
-
-fn load_font() -> CliResult<()> {
-    let bytes = std::fs::read(FONT).map_err(|e| {
-        CliError::input(format!(
-            "{FONT}: {e} (plots need the DejaVu Sans font: apt-get install fonts-dejavu-core)"
-        ))
-    })?;
-    // plotters keeps registered fonts for the life of the process.
-    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-    register_font("sans-serif", FontStyle::Normal, bytes)
-        .map_err(|_| CliError::input(format!("{FONT}: not a usable font")))
 }
 
 fn draw_plot(path: &Path, r: &Report) -> CliResult<()> {

@@ -24,13 +24,14 @@ use capture::{
     Batch, BatchPacket, CaptureStats, KernelStats, LiveStats, PipelineConfig, RingConfig,
     TpacketRing,
 };
-use filter::{Action, EngineKind, Filter, PacketKey, RuleSet};
+use filter::{Action, EngineKind, Filter, PacketKey};
 use serde::Serialize;
 use trace::{LinkType, Packet, PacketKind, TsResolution};
 
 use crate::cli::{CaptureArgs, TimeFormat};
+use crate::cmd_filter::load_rules;
 use crate::cmd_profile::Writer as SummaryWriter;
-use crate::error::{display_path, CliError, CliResult, EXIT_PROBLEMS};
+use crate::error::{CliError, CliResult, EXIT_PROBLEMS};
 use crate::sink::{Sink, SinkSummary};
 use crate::{output, signals};
 
@@ -161,11 +162,6 @@ fn lane_path(path: &Path, i: usize) -> PathBuf {
 }
 
 /// Reads and parses a rule file; errors read `FILE:LINE:COLUMN: what`.
-fn load_rules(path: &Path) -> CliResult<RuleSet> {
-    let text = std::fs::read_to_string(path).map_err(|e| CliError::file(path, e))?;
-    RuleSet::parse(&text).map_err(|e| CliError::input(format!("{}:{e}", display_path(path))))
-}
-
 pub fn run(args: &CaptureArgs) -> CliResult<i32> {
     let n = usize::from(args.fanout);
     if n == 0 {

@@ -47,7 +47,9 @@ fn engine_kind(e: EngineArg) -> EngineKind {
 }
 
 /// Reads and parses a rule file; errors read `FILE:LINE:COLUMN: what`.
-fn load_rules(path: &Path) -> CliResult<RuleSet> {
+/// Reads and parses a rule file (the paper's syntax or ClassBench), with
+/// `FILE:LINE:COLUMN` errors.
+pub(crate) fn load_rules(path: &Path) -> CliResult<RuleSet> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError::file(path, e))?;
     RuleSet::parse(&text).map_err(|e| CliError::input(format!("{}:{e}", display_path(path))))
 }

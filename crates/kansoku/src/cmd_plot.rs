@@ -143,7 +143,8 @@ pub fn run(args: &PlotArgs) -> CliResult<i32> {
     Ok(0)
 }
 
-fn load_font() -> CliResult<()> {
+/// Registers DejaVu Sans as plotters' sans-serif font (SVG and PNG text).
+pub(crate) fn load_font() -> CliResult<()> {
     let bytes = std::fs::read(FONT).map_err(|e| {
         CliError::input(format!(
             "{FONT}: {e} (plots need the DejaVu Sans font: apt-get install fonts-dejavu-core)"
