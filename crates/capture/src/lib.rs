@@ -5,11 +5,12 @@
 //!   and hands out whole ring blocks; its [`ring::KernelStats`] are the
 //!   kernel's own counters (PACKET_STATISTICS: packets, drops, freezes).
 //! - [`pipeline::run`] drains a ring on the calling thread and feeds batches
-//!   to a consumer (the trace writer) on another, over a bounded queue whose
-//!   overflow is counted, never silent.
+//!   to a consumer (the trace writer) on another, over a queue bounded in
+//!   bytes whose overflow is counted, never silent.
 //! - [`tx::PacketSender`] sends frames out of an interface with `sendmmsg`
 //!   (the traffic generator's transmit side).
-//! - [`privileges::drop_privileges`] is `tcpdump -Z`.
+//! - [`privileges::User::lookup`] and [`privileges::drop_privileges`] are
+//!   `tcpdump -Z`.
 //!
 //! This is the only kansoku crate with `unsafe` code: system calls, the ring
 //! mapping, and the block status word shared with the kernel. Each block

@@ -3,12 +3,25 @@
 //!
 //! The ring thread takes each block the kernel hands over, copies its packets
 //! into a [`Batch`] (putting back VLAN tags the kernel stripped), gives the
-//! block straight back to the kernel, and offers the batch to a bounded
-//! queue. If the queue is full — the consumer is behind — the batch's packets
-//! are counted as dropped by kansoku and the batch is reused: no loss is ever
-//! silent, and the ring keeps draining, so the kernel drops only when even
-//! the copy cannot keep up. Paper 003 found disk I/O to be the first
-//! bottleneck of a capture box; this structure keeps it away from the ring.
+//! block straight back to the kernel, and offers the batch to a queue bounded
+//! in bytes ([`PipelineConfig::queue_bytes`]). If the queue is full — the
+//! consumer is behind — the batch's packets are counted as dropped by
+//! kansoku and the batch is reused: no loss is ever silent, and the ring
+//! keeps draining, so the kernel drops only when even the copy cannot keep
+//! up. Paper 003 found disk I/O to be the first bottleneck of a capture box;
+//! this structure keeps it away from the ring.
+//!
+//! The queue is sized in bytes, not in batches, because a batch is one ring
+//! block and the kernel retires a block when it is full *or* when its timeout
+//! (10 ms) expires: at a few thousand packets a second a batch holds a few
+//! dozen packets, so a queue of 32 batches buffered well under a second of
+//! traffic and a slow disk lost packets that many megabytes of memory would
+//! have absorbed. Counting bytes buffers the same amount of traffic at any
+//! rate. The ring thread adds a batch's bytes to a counter shared with the
+//! consumer before queueing it, and the consumer subtracts them once it is
+//! done with the batch; a batch that would take the count past the limit is
+//! dropped, unless nothing is in flight (so that a limit smaller than one
+//! block never drops everything: one batch is always let through).
 //!
 //! Accounting, exact at the end of a run:
 //! `kernel.packets = received + kernel.drops` (what the kernel saw) and
@@ -19,14 +32,26 @@
 //! interval-based consumers close intervals on time.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::time::{Duration, Instant};
 
 use crate::ring::{KernelStats, RingPacket, TpacketRing};
 
 /// Bytes of a record header inside a batch: ts_ns u64, orig_len u32, caplen u32.
 const RECORD_HEADER: usize = 16;
+
+/// Most batches in flight, whatever their bytes. The byte limit bounds the
+/// packet data; this bounds the bookkeeping (about a hundred bytes a batch),
+/// which matters for nearly empty blocks and for heartbeats, which carry no
+/// bytes at all. At the 100 block timeouts a second of an idle ring it is
+/// more than ten minutes of blocks.
+const MAX_BATCHES_IN_FLIGHT: usize = 65_536;
+
+/// Emptied batches kept for reuse; the consumer frees any beyond these. A
+/// kept batch keeps its capacity (up to a ring block), so the pool is small:
+/// the ring thread allocates a fresh batch when it finds the pool empty.
+const SPARE_BATCHES: usize = 32;
 
 /// Packets copied out of one ring block.
 #[derive(Debug, Default)]
@@ -56,6 +81,13 @@ impl Batch {
     /// Whether the batch holds no packet.
     pub fn is_empty(&self) -> bool {
         self.packets == 0
+    }
+
+    /// Bytes the batch holds: its packets' captured bytes, plus 16 bytes of
+    /// record header each. This is what counts against
+    /// [`PipelineConfig::queue_bytes`].
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
     }
 
     /// On an empty heartbeat batch (see [`PipelineConfig::heartbeat`]):
@@ -128,7 +160,8 @@ pub struct LiveStats {
     pub received: AtomicU64,
     /// Packets handed to the consumer.
     pub delivered: AtomicU64,
-    /// Packets dropped because the consumer's queue was full.
+    /// Packets dropped because the consumer's queue was full (held
+    /// [`PipelineConfig::queue_bytes`]).
     pub dropped_queue: AtomicU64,
     /// Packets taken from the ring after `count` was reached.
     pub skipped: AtomicU64,
@@ -162,8 +195,12 @@ pub struct PipelineConfig {
     pub count: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Batches the queue holds (one batch is one ring block's packets).
-    pub queue_batches: usize,
+    /// Bytes of packet data ([`Batch::bytes`]) the queue may hold, counting
+    /// the batches waiting and the one the consumer is working on; a batch
+    /// that would go past it is dropped and counted. One batch is always
+    /// accepted when nothing is in flight, so even 0 lets one block through
+    /// at a time.
+    pub queue_bytes: usize,
     /// How long to keep draining the ring after a stop, for blocks the
     /// kernel retires late (a little more than the block timeout).
     pub drain: Duration,
@@ -182,7 +219,7 @@ impl Default for PipelineConfig {
         PipelineConfig {
             count: None,
             duration: None,
-            queue_batches: 32,
+            queue_bytes: 64 << 20,
             drain: Duration::from_millis(50),
             heartbeat: None,
             heartbeat_lag: Duration::from_millis(200),
@@ -203,14 +240,24 @@ pub fn run<F>(
 where
     F: FnMut(&Batch) -> io::Result<()> + Send,
 {
-    let queue = cfg.queue_batches.max(1);
-    let (full_tx, full_rx) = mpsc::sync_channel::<Batch>(queue);
-    // Emptied batches come back for reuse, so the steady state allocates nothing.
-    let (empty_tx, empty_rx) = mpsc::sync_channel::<Batch>(queue + 2);
+    // Unbounded as a channel (it allocates a slot block per 31 batches):
+    // `Handoff` bounds it, in bytes and in batches, and never waits.
+    let (full_tx, full_rx) = mpsc::channel::<Batch>();
+    // Emptied batches come back for reuse, so packets are copied into memory
+    // that is already there. The consumer never waits on this channel: when
+    // it is full, the batch is freed.
+    let (empty_tx, empty_rx) = mpsc::sync_channel::<Batch>(SPARE_BATCHES);
+    let in_flight = InFlight::default();
     let consumer_failed = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let consumer = s.spawn(|| consumer_loop(full_rx, empty_tx, consume, &consumer_failed));
-        let ring_result = ring_loop(ring, cfg, stop, live, full_tx, empty_rx, &consumer_failed);
+        let consumer =
+            s.spawn(|| consumer_loop(full_rx, empty_tx, &in_flight, consume, &consumer_failed));
+        let handoff = Handoff {
+            tx: full_tx,
+            in_flight: &in_flight,
+            limit_bytes: cfg.queue_bytes,
+        };
+        let ring_result = ring_loop(ring, cfg, stop, live, handoff, empty_rx, &consumer_failed);
         let consumer_result = consumer
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the writer thread panicked")));
@@ -233,9 +280,102 @@ fn store_kernel(live: &LiveStats, k: &KernelStats) {
     live.kernel_freezes.store(k.freeze_count, Ordering::Relaxed);
 }
 
+/// What the consumer has not finished with yet: the batches in the queue
+/// and the one it is working on. Only the ring thread adds (before it
+/// queues a batch) and only the consumer subtracts (after it is done), so a
+/// count the ring thread reads can only shrink before its own next add, and
+/// a subtraction never comes before its addition (the channel orders them).
+#[derive(Debug, Default)]
+struct InFlight {
+    bytes: AtomicUsize,
+    batches: AtomicUsize,
+}
+
+impl InFlight {
+    /// The consumer is done with a batch of `bytes` bytes.
+    fn done(&self, bytes: usize) {
+        self.bytes.fetch_sub(bytes, Ordering::Release);
+        self.batches.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// The ring thread's end of the queue to the consumer.
+struct Handoff<'a> {
+    tx: Sender<Batch>,
+    in_flight: &'a InFlight,
+    limit_bytes: usize,
+}
+
+/// Why [`Handoff::offer`] did not queue a batch.
+enum Refused {
+    /// The queue holds its limit; here is the batch back, for reuse.
+    Full(Batch),
+    /// The consumer has stopped (it failed).
+    Closed,
+}
+
+impl Handoff<'_> {
+    /// Queues `batch` unless that would put more than the byte limit in
+    /// flight, or nothing is in flight. Never waits.
+    fn offer(&self, batch: Batch) -> Result<(), Refused> {
+        let bytes = batch.bytes();
+        let batches = self.in_flight.batches.load(Ordering::Acquire);
+        let held = self.in_flight.bytes.load(Ordering::Acquire);
+        if batches >= MAX_BATCHES_IN_FLIGHT
+            || (batches > 0 && held.saturating_add(bytes) > self.limit_bytes)
+        {
+            return Err(Refused::Full(batch));
+        }
+        // Added before the send, so the consumer's subtraction, which comes
+        // after its receive, can never take the counts below zero.
+        self.in_flight.bytes.fetch_add(bytes, Ordering::AcqRel);
+        self.in_flight.batches.fetch_add(1, Ordering::AcqRel);
+        self.tx.send(batch).map_err(|_| {
+            self.in_flight.done(bytes);
+            Refused::Closed
+        })
+    }
+}
+
+/// Counts a block's packets (`batch`, and `skipped` past `count`) and offers
+/// the batch to the consumer: its packets are delivered, or dropped by
+/// kansoku when the queue is full (or the consumer has stopped), so that
+/// `received = delivered + dropped_queue + skipped` holds after every call.
+/// Returns the batch, emptied, when it was not queued, so the ring thread
+/// can reuse it; `Err` when the consumer has stopped.
+fn hand_over(
+    handoff: &Handoff<'_>,
+    live: &LiveStats,
+    batch: Batch,
+    skipped: u64,
+) -> Result<Option<Batch>, ()> {
+    let n = u64::from(batch.len());
+    live.received.fetch_add(n + skipped, Ordering::Relaxed);
+    live.skipped.fetch_add(skipped, Ordering::Relaxed);
+    if n == 0 {
+        return Ok(Some(batch));
+    }
+    match handoff.offer(batch) {
+        Ok(()) => {
+            live.delivered.fetch_add(n, Ordering::Relaxed);
+            Ok(None)
+        }
+        Err(Refused::Full(mut batch)) => {
+            live.dropped_queue.fetch_add(n, Ordering::Relaxed);
+            batch.clear();
+            Ok(Some(batch))
+        }
+        Err(Refused::Closed) => {
+            live.dropped_queue.fetch_add(n, Ordering::Relaxed);
+            Err(())
+        }
+    }
+}
+
 fn consumer_loop<F>(
     rx: Receiver<Batch>,
     back: SyncSender<Batch>,
+    in_flight: &InFlight,
     mut consume: F,
     failed: &AtomicBool,
 ) -> io::Result<()>
@@ -243,12 +383,15 @@ where
     F: FnMut(&Batch) -> io::Result<()>,
 {
     while let Ok(mut batch) = rx.recv() {
-        if let Err(e) = consume(&batch) {
+        let result = consume(&batch);
+        in_flight.done(batch.bytes());
+        if let Err(e) = result {
             failed.store(true, Ordering::Relaxed);
             return Err(e);
         }
         batch.clear();
-        // The ring thread may be gone (stopping); then the batch is freed.
+        // Never waits: if the pool is full, or the ring thread is gone
+        // (stopping), the batch is freed.
         let _ = back.try_send(batch);
     }
     Ok(())
@@ -259,7 +402,7 @@ fn ring_loop(
     cfg: &PipelineConfig,
     stop: &AtomicBool,
     live: &LiveStats,
-    tx: SyncSender<Batch>,
+    handoff: Handoff<'_>,
     empties: Receiver<Batch>,
     consumer_failed: &AtomicBool,
 ) -> io::Result<()> {
@@ -268,6 +411,8 @@ fn ring_loop(
     let mut taken = 0u64;
     let mut stopping_since: Option<Instant> = None;
     let mut last_handover = Instant::now();
+    // A batch that was not queued (dropped, or empty), reused next.
+    let mut spare: Option<Batch> = None;
     let poll = Duration::from_millis(20);
     loop {
         if consumer_failed.load(Ordering::Relaxed) {
@@ -292,11 +437,18 @@ fn ring_loop(
         let Some(block) = ring.acquire_block(poll)? else {
             if cfg.heartbeat.is_some_and(|h| last_handover.elapsed() >= h) {
                 last_handover = Instant::now();
-                send_heartbeat(&tx, &empties, cfg.heartbeat_lag);
+                let batch = spare
+                    .take()
+                    .or_else(|| empties.try_recv().ok())
+                    .unwrap_or_default();
+                send_heartbeat(&handoff, batch, cfg.heartbeat_lag);
             }
             continue;
         };
-        let mut batch = empties.try_recv().unwrap_or_default();
+        let mut batch = spare
+            .take()
+            .or_else(|| empties.try_recv().ok())
+            .unwrap_or_default();
         let mut skipped = 0u64;
         for p in block.packets() {
             if cfg.count.is_some_and(|c| taken >= c) {
@@ -309,21 +461,12 @@ fn ring_loop(
         // Give the block back before the queue: the kernel can refill it
         // while the batch waits.
         drop(block);
-        let n = u64::from(batch.len());
-        live.received.fetch_add(n + skipped, Ordering::Relaxed);
-        live.skipped.fetch_add(skipped, Ordering::Relaxed);
-        if n == 0 {
-            continue;
+        if !batch.is_empty() {
+            last_handover = Instant::now();
         }
-        last_handover = Instant::now();
-        match tx.try_send(batch) {
-            Ok(()) => {
-                live.delivered.fetch_add(n, Ordering::Relaxed);
-            }
-            Err(TrySendError::Full(_)) => {
-                live.dropped_queue.fetch_add(n, Ordering::Relaxed);
-            }
-            Err(TrySendError::Disconnected(_)) => return Ok(()),
+        match hand_over(&handoff, live, batch, skipped) {
+            Ok(back) => spare = back,
+            Err(()) => return Ok(()),
         }
     }
 }
@@ -331,14 +474,14 @@ fn ring_loop(
 /// Offers the consumer an empty batch stamped with a watermark. If the queue
 /// is full the consumer is busy with packets anyway, and the heartbeat is
 /// simply not sent.
-fn send_heartbeat(tx: &SyncSender<Batch>, empties: &Receiver<Batch>, lag: Duration) {
+fn send_heartbeat(handoff: &Handoff<'_>, mut batch: Batch, lag: Duration) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let mut batch = empties.try_recv().unwrap_or_default();
+    batch.clear();
     batch.watermark_ns =
         Some(u64::try_from(now.saturating_sub(lag).as_nanos()).unwrap_or(u64::MAX));
-    let _ = tx.try_send(batch);
+    let _ = handoff.offer(batch);
 }
 
 #[cfg(test)]
@@ -379,5 +522,146 @@ mod tests {
         assert_eq!(&v[1].data[16..], &frame[12..]);
         b.clear();
         assert_eq!(b.iter().count(), 0);
+    }
+
+    /// A batch of `packets` frames of `len` bytes, as the ring thread builds it.
+    fn batch_of(packets: usize, len: usize) -> Batch {
+        let frame = vec![0x5au8; len];
+        let mut b = Batch::default();
+        for i in 0..packets {
+            b.push(&RingPacket {
+                ts_ns: i as u64,
+                orig_len: len as u32,
+                data: &frame,
+                vlan: None,
+            });
+        }
+        b
+    }
+
+    fn assert_accounting(live: &LiveStats) {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        assert_eq!(
+            n(&live.received),
+            n(&live.delivered) + n(&live.dropped_queue) + n(&live.skipped),
+            "{live:?}"
+        );
+    }
+
+    #[test]
+    fn the_byte_limit_decides_which_batches_wait_for_a_stalled_writer() {
+        // Three 1000-byte packets make a batch of 3 * 1016 = 3048 bytes, so a
+        // limit of 10,000 bytes holds three batches, whatever the batch count.
+        let per_batch = batch_of(3, 1000).bytes();
+        assert_eq!(per_batch, 3048);
+        let in_flight = InFlight::default();
+        let live = LiveStats::default();
+        let failed = AtomicBool::new(false);
+        let (tx, rx) = mpsc::channel();
+        let (back_tx, back_rx) = mpsc::sync_channel(SPARE_BATCHES);
+        // The writer tells when it has taken a batch, then stalls until released.
+        let (took_tx, took_rx) = mpsc::channel::<u32>();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let mut consumed = 0u64;
+        std::thread::scope(|s| {
+            let (in_flight, failed, consumed) = (&in_flight, &failed, &mut consumed);
+            let consumer = s.spawn(move || {
+                consumer_loop(
+                    rx,
+                    back_tx,
+                    in_flight,
+                    |b: &Batch| {
+                        let _ = took_tx.send(b.len());
+                        // A closed release channel releases everything.
+                        let _ = release_rx.recv();
+                        *consumed += u64::from(b.len());
+                        Ok(())
+                    },
+                    failed,
+                )
+            });
+            let handoff = Handoff {
+                tx,
+                in_flight,
+                limit_bytes: 10_000,
+            };
+            let offer = |b: Batch, skipped: u64| hand_over(&handoff, &live, b, skipped);
+            // The writer takes the first batch and stalls: it still counts.
+            assert!(matches!(offer(batch_of(3, 1000), 0), Ok(None)));
+            assert_eq!(took_rx.recv(), Ok(3));
+            // Two more fit (9,144 bytes in flight); the fourth would make 12,192.
+            assert!(matches!(offer(batch_of(3, 1000), 0), Ok(None)));
+            assert!(matches!(offer(batch_of(3, 1000), 0), Ok(None)));
+            assert_eq!(in_flight.bytes.load(Ordering::Relaxed), 3 * per_batch);
+            let back = offer(batch_of(3, 1000), 2).expect("consumer running");
+            // The dropped batch comes back emptied, for reuse.
+            assert!(back.is_some_and(|b| b.is_empty() && b.bytes() == 0));
+            // A small batch still fits; then the queue is full to the byte.
+            assert!(matches!(offer(batch_of(1, 840), 0), Ok(None)));
+            assert_eq!(in_flight.bytes.load(Ordering::Relaxed), 10_000);
+            assert!(matches!(offer(batch_of(1, 1), 0), Ok(Some(_))));
+            assert_eq!(live.dropped_queue.load(Ordering::Relaxed), 4);
+            assert_eq!(live.skipped.load(Ordering::Relaxed), 2);
+            assert_accounting(&live);
+            // The writer finishes one batch and takes the next: its bytes
+            // are free again, and a new batch is queued in their place.
+            release_tx.send(()).unwrap();
+            assert_eq!(took_rx.recv(), Ok(3));
+            assert_eq!(in_flight.bytes.load(Ordering::Relaxed), 10_000 - per_batch);
+            assert!(matches!(offer(batch_of(3, 1000), 0), Ok(None)));
+            assert!(matches!(offer(batch_of(3, 1000), 0), Ok(Some(_))));
+            assert_accounting(&live);
+            // Release the writer and close the queue: everything queued is consumed.
+            drop(release_tx);
+            drop(handoff);
+            assert!(consumer.join().unwrap().is_ok());
+        });
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        assert_eq!(n(&live.received), 3 * 6 + 1 + 1 + 2);
+        assert_eq!(n(&live.delivered), 3 * 4 + 1);
+        assert_eq!(n(&live.dropped_queue), 3 * 2 + 1);
+        assert_eq!(consumed, n(&live.delivered));
+        assert_accounting(&live);
+        assert_eq!(in_flight.bytes.load(Ordering::Relaxed), 0);
+        assert_eq!(in_flight.batches.load(Ordering::Relaxed), 0);
+        // Emptied batches came back for reuse.
+        assert!(back_rx.try_iter().all(|b| b.is_empty()));
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_limit_passes_when_nothing_is_in_flight() {
+        let in_flight = InFlight::default();
+        let live = LiveStats::default();
+        let (tx, rx) = mpsc::channel();
+        let handoff = Handoff {
+            tx,
+            in_flight: &in_flight,
+            limit_bytes: 0,
+        };
+        assert!(matches!(
+            hand_over(&handoff, &live, batch_of(5, 100), 0),
+            Ok(None)
+        ));
+        assert!(matches!(
+            hand_over(&handoff, &live, batch_of(1, 60), 0),
+            Ok(Some(_))
+        ));
+        // The consumer finishes the first batch: the next one passes again.
+        let first = rx.try_recv().unwrap();
+        in_flight.done(first.bytes());
+        assert!(matches!(
+            hand_over(&handoff, &live, batch_of(1, 60), 0),
+            Ok(None)
+        ));
+        assert_eq!(live.delivered.load(Ordering::Relaxed), 6);
+        assert_eq!(live.dropped_queue.load(Ordering::Relaxed), 1);
+        assert_accounting(&live);
+        // A stopped consumer: the packets are counted as dropped, never lost.
+        drop(rx);
+        in_flight.done(batch_of(1, 60).bytes());
+        assert!(hand_over(&handoff, &live, batch_of(2, 60), 0).is_err());
+        assert_eq!(live.dropped_queue.load(Ordering::Relaxed), 3);
+        assert_accounting(&live);
+        assert_eq!(in_flight.batches.load(Ordering::Relaxed), 0);
     }
 }

@@ -423,12 +423,14 @@ pub struct CaptureArgs {
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// Drop root privileges to this user once the socket is open (as tcpdump -Z).
+    /// Drop root privileges to this user once the capture socket is open (as tcpdump -Z). Output files and
+    /// --profile summaries are then created as USER, so their directory must be writable by USER.
     #[arg(short = 'Z', value_name = "USER")]
     pub user: Option<String>,
-    /// Ring blocks the writer's queue holds before packets are dropped (and counted).
-    #[arg(long, value_name = "BLOCKS", default_value_t = 32)]
-    pub queue: usize,
+    /// MiB of packet data the writer's queue holds before kansoku drops packets (and counts them); with --fanout,
+    /// each ring has a queue of this size. 0 lets one ring block at a time through.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub queue_mib: usize,
     /// Keep only packets these filter rules pass (`ip filter N pass|reject ...`); rejected ones are counted, not written.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
@@ -566,9 +568,10 @@ pub struct BenchCaptureArgs {
     /// Capture ring size in MiB (kansoku -B; tcpdump gets the same).
     #[arg(short = 'B', long, value_name = "MIB", default_value_t = 8)]
     pub buffer_mib: usize,
-    /// kansoku's writer queue, in 1 MiB ring blocks.
-    #[arg(long, value_name = "BLOCKS", default_value_t = 8)]
-    pub queue: usize,
+    /// kansoku's writer queue in MiB of packet data (kansoku capture --queue-mib); the default, as the ring,
+    /// keeps a burst of --packets from simply vanishing into memory.
+    #[arg(long, value_name = "MIB", default_value_t = 8)]
+    pub queue_mib: usize,
     /// Directory for the capture files (removed after each point); default: the temp directory.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,

@@ -23,7 +23,9 @@
 //! loss-free load of a configuration is the highest load at which it and
 //! every lower load lost nothing. With a finite burst of `--packets`
 //! frames, buffers (the ring, the writer's queue) hide a slow disk for a
-//! while: loss starts when the backlog outgrows them, as in the papers.
+//! while: loss starts when the backlog outgrows them, as in the papers. The
+//! queue is sized in bytes (`--queue-mib`, by default as large as the ring),
+//! so it hides the same amount of traffic at every load.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -154,7 +156,8 @@ struct Report<'a> {
     packets_per_point: u64,
     disk_mbps: Option<f64>,
     ring_mib: usize,
-    queue_blocks: usize,
+    /// kansoku's writer queue, MiB of packet data.
+    queue_mib: usize,
     /// The configuration the others are compared with.
     baseline: &'static str,
     configs: Vec<ConfigResult>,
@@ -251,7 +254,7 @@ pub fn run(args: &BenchCaptureArgs) -> CliResult<i32> {
         packets_per_point: args.packets,
         disk_mbps: args.disk_mbps,
         ring_mib: args.buffer_mib,
-        queue_blocks: args.queue,
+        queue_mib: args.queue_mib,
         baseline: CONFIGS[0].name,
         configs: results,
         notes,
@@ -476,8 +479,8 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> CliResult<RunningCa
             cmd.args(["capture", "-i", &env.ns.rx, "--json", "--no-index"])
                 .arg("-B")
                 .arg(a.buffer_mib.to_string())
-                .arg("--queue")
-                .arg(a.queue.to_string())
+                .arg("--queue-mib")
+                .arg(a.queue_mib.to_string())
                 .args(["--compress", codec, "-w"])
                 .arg(file)
                 .stdout(Stdio::piped());
@@ -713,12 +716,12 @@ fn tcpdump_counts(stderr: &str) -> Option<(u64, u64, u64)> {
 fn write_table(o: &mut impl Write, r: &Report, loads: &[f64]) -> io::Result<()> {
     writeln!(
         o,
-        "capture rate (written/sent), {} frames, {} payload, {} packets per point, ring {} MiB, queue {} blocks, {}",
+        "capture rate (written/sent), {} frames, {} payload, {} packets per point, ring {} MiB, queue {} MiB, {}",
         r.size,
         r.payload,
         r.packets_per_point,
         r.ring_mib,
-        r.queue_blocks,
+        r.queue_mib,
         match r.disk_mbps {
             Some(m) => format!("emulated disk {m} MB/s"),
             None => "no disk limit".to_string(),

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use aguri::{ProfilerConfig, Summary};
 use capture::pipeline;
-use capture::privileges::drop_privileges;
+use capture::privileges::{drop_privileges, User};
 use capture::{
     Batch, BatchPacket, CaptureStats, KernelStats, LiveStats, PipelineConfig, RingConfig,
     TpacketRing,
@@ -77,7 +77,8 @@ struct Profiling {
 }
 
 impl Profiling {
-    fn new(args: &CaptureArgs, dir: &Path) -> CliResult<Profiling> {
+    /// The profiler `--profile-interval` and `--profile-threshold` describe.
+    fn profiler(args: &CaptureArgs) -> CliResult<aguri::Profiler> {
         if args.profile_interval == 0 {
             return Err(CliError::input(
                 "--profile-interval must be at least 1 second",
@@ -89,13 +90,18 @@ impl Profiling {
                 args.profile_interval
             ))
         })?;
-        let profiler = ProfilerConfig {
+        ProfilerConfig {
             interval_ns,
             threshold: args.profile_threshold,
             ..ProfilerConfig::default()
         }
         .build()
-        .map_err(|e| CliError::input(format!("--profile: {e}")))?;
+        .map_err(|e| CliError::input(format!("--profile: {e}")))
+    }
+
+    /// Creates the summary directory `dir`: after `-Z`, so that it belongs
+    /// to the user who writes the summaries into it.
+    fn new(profiler: aguri::Profiler, dir: &Path) -> CliResult<Profiling> {
         // A trailing separator makes the writer treat DIR as a directory
         // (one file per interval), exactly as `kansoku profile -w DIR/`.
         let writer = SummaryWriter::new(Some(&dir.join("")), false)?;
@@ -192,11 +198,18 @@ pub fn run(args: &CaptureArgs) -> CliResult<i32> {
         .map(load_rules)
         .transpose()?
         .map(|r| Filter::new(r, EngineKind::Fast));
-    let mut profile = args
+    // Everything that can be checked is checked before the rings open.
+    let profiler = args
         .profile
-        .as_deref()
-        .map(|d| Profiling::new(args, d))
+        .is_some()
+        .then(|| Profiling::profiler(args))
         .transpose()?;
+    let user = args
+        .user
+        .as_deref()
+        .map(User::lookup)
+        .transpose()
+        .map_err(|e| CliError::input(e.to_string()))?;
     let ring_cfg = RingConfig {
         interface: args.interface.clone(),
         snaplen: args.snaplen,
@@ -207,6 +220,9 @@ pub fn run(args: &CaptureArgs) -> CliResult<i32> {
         ..RingConfig::default()
     };
     let mut lanes = Vec::with_capacity(n);
+    // Output files are created at the first packet, after -Z, as tcpdump
+    // creates its savefiles after dropping privileges: every file of a run,
+    // rotated ones included, then belongs to the same user.
     for i in 0..n {
         let sink = match args.out.write.as_deref() {
             Some(p) if n > 1 => Some(Sink::new(&args.out, &lane_path(p, i))?),
@@ -219,11 +235,17 @@ pub fn run(args: &CaptureArgs) -> CliResult<i32> {
             ring,
             sink,
             filter: filter.clone(),
-            profile: profile.take(),
+            profile: None,
         });
     }
-    if let Some(user) = &args.user {
+    if let Some(user) = &user {
         drop_privileges(user).map_err(|e| CliError::input(e.to_string()))?;
+        if let Some(p) = args.out.write.as_deref() {
+            check_can_create(p, user)?;
+        }
+    }
+    if let (Some(p), Some(dir)) = (profiler, args.profile.as_deref()) {
+        lanes[0].profile = Some(Profiling::new(p, dir)?);
     }
     let link_type = lanes[0].ring.link_type();
     // As tcpdump: from here on, every packet on the interface is captured.
@@ -241,7 +263,7 @@ pub fn run(args: &CaptureArgs) -> CliResult<i32> {
     let cfg = PipelineConfig {
         count: args.count,
         duration: args.duration.map(Duration::from_secs_f64),
-        queue_batches: args.queue.max(1),
+        queue_bytes: args.queue_mib.saturating_mul(1 << 20),
         // The profiler closes its intervals on time even when traffic stops.
         heartbeat: args.profile.is_some().then_some(Duration::from_secs(1)),
         ..PipelineConfig::default()
@@ -346,6 +368,42 @@ pub fn run(args: &CaptureArgs) -> CliResult<i32> {
     } else {
         0
     })
+}
+
+/// After `-Z`: fails now, before capturing, if `user` cannot create the
+/// output file `path` (its directory is not writable by `user`), rather than
+/// at the first packet. Probes with a file of its own, removed at once.
+fn check_can_create(path: &Path, user: &User) -> CliResult<()> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // With -G the name may hold strftime fields, the directory too: it
+    // exists only once the first file is named.
+    if dir.to_string_lossy().contains('%') {
+        return Ok(());
+    }
+    let probe = dir.join(format!(".kansoku-{}.probe", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(CliError::file(
+            dir,
+            format!(
+                "user {} (-Z) cannot create the output file here (expected a directory it can write): {e}",
+                user.name
+            ),
+        )),
+    }
 }
 
 /// Runs one ring's pipeline; its consumer filters, profiles and writes.

@@ -100,7 +100,7 @@ fn emulated_disk_makes_uncompressed_lose_before_lz4() {
         return;
     }
     // 1518-byte fixed frames at 4000 pps are 6 MB/s; a 2 MB/s disk cannot
-    // keep up with them uncompressed once the 2 MiB ring and 1-block queue
+    // keep up with them uncompressed once the 2 MiB ring and 1 MiB queue
     // are full, while lz4 shrinks them about fifty-fold.
     let out = run_ok(&[
         "bench",
@@ -115,7 +115,7 @@ fn emulated_disk_makes_uncompressed_lose_before_lz4() {
         "2",
         "-B",
         "2",
-        "--queue",
+        "--queue-mib",
         "1",
         "--json",
     ]);

@@ -163,7 +163,7 @@ fn a_small_ring_and_a_slow_writer_report_every_drop() {
     in_netns(
         dir.path(),
         r#"
-$K capture -i kcb -B 1 --ring-block-kib 64 --queue 1 --compress zstd --level 19 --block-size 4 \
+$K capture -i kcb -B 1 --ring-block-kib 64 --queue-mib 1 --compress zstd --level 19 --block-size 4 \
     -w "$DIR/d.pcap.zst" --duration 6 --json > "$DIR/stats.json" 2> "$DIR/cap.err" || true &
 pid=$!
 wait_listening "$DIR/cap.err"
@@ -432,5 +432,150 @@ wait $pid
     assert!(
         got == sent,
         "the two rings together do not hold exactly what was sent"
+    );
+}
+
+/// Regression: the writer's queue used to hold 32 ring *blocks*, and at low
+/// rates the kernel retires a block every 10 ms with a few packets in it, so
+/// a slow disk lost packets at a few thousand packets a second. Sized in
+/// bytes, the queue absorbs the backlog; with `--queue-mib 0` (one block at a
+/// time) the same disk loses, and says so.
+#[test]
+fn a_slow_disk_at_a_low_rate_loses_nothing_with_the_queue_sized_in_bytes() {
+    if !can_run("capture") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // 3000 frames of 600 bytes at 1500/s: 0.9 MB/s offered for 2 s to a disk
+    // of 0.6 MB/s, a backlog of about 0.6 MB (some 40 blocks of 15 packets).
+    in_netns(
+        dir.path(),
+        r#"
+$K capture -i kcb -c 3000 --disk-mbps 0.6 --compress none -w "$DIR/q.pcap" --json > "$DIR/q.json" 2> "$DIR/q.err" &
+a=$!
+$K capture -i kcb -c 3000 --disk-mbps 0.6 --compress none --queue-mib 0 -w "$DIR/q0.pcap" --json > "$DIR/q0.json" 2> "$DIR/q0.err" &
+b=$!
+wait_listening "$DIR/q.err"
+wait_listening "$DIR/q0.err"
+$K generate -i kca -c 3000 --pps 1500 --size 600 -w "$DIR/sent.pcap" --compress none > /dev/null
+wait $a
+wait $b || true
+"#,
+    );
+    let q = json(dir.path().join("q.json"));
+    assert_accounting(&q);
+    assert_eq!(q["kernel_drops"], 0, "{q}");
+    assert_eq!(q["dropped_kansoku"], 0, "{q}");
+    assert_eq!(q["written"], 3000, "{q}");
+    let sent = sent_frames(&dir.path().join("sent.pcap"));
+    assert!(sent_frames(&dir.path().join("q.pcap")) == sent);
+    let q0 = json(dir.path().join("q0.json"));
+    assert_accounting(&q0);
+    assert!(
+        q0["dropped_kansoku"].as_u64().unwrap() > 0,
+        "one block at a time should not keep up with the disk: {q0}"
+    );
+    assert_eq!(
+        sent_frames(&dir.path().join("q0.pcap")).len() as u64,
+        q0["written"].as_u64().unwrap()
+    );
+}
+
+/// `user`'s uid and primary gid, from /etc/passwd.
+fn passwd_ids(user: &str) -> (u32, u32) {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 3 && f[0] == user)
+        .map(|f| (f[2].parse().unwrap(), f[3].parse().unwrap()))
+        .unwrap_or_else(|| panic!("no {user} in /etc/passwd"))
+}
+
+/// The ids of a `/proc/PID/status` line such as `Uid:\t65534\t65534\t65534\t65534`.
+fn status_ids(status: &str, key: &str) -> Vec<u32> {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("no {key} in {status}"));
+    line[key.len()..]
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn dash_z_drops_to_the_user_and_still_captures_every_packet() {
+    use std::os::unix::fs::MetadataExt;
+    if !can_run("capture") {
+        return;
+    }
+    let (uid, gid) = passwd_ids("nobody");
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(
+        dir.path(),
+        r#"
+# Files are created after the drop, as tcpdump's, so nobody must be able to write here.
+chmod 0777 "$DIR"
+$K capture -i kcb -Z nobody -c 5000 -w "$DIR/z.pcap.lz4" --profile "$DIR/prof" --profile-interval 1 \
+    --json > "$DIR/z.json" 2> "$DIR/z.err" &
+pid=$!
+wait_listening "$DIR/z.err"
+cat /proc/$pid/status > "$DIR/status"
+$K generate -i kca -c 5000 --pps 20000 --ip mix -w "$DIR/sent.pcap" --compress none > /dev/null
+wait $pid
+set +e
+# A user that does not exist is an input error, found before anything is opened.
+$K capture -i kcb -Z no-such-user-xyz -w "$DIR/never.pcap" 2> "$DIR/nouser.err"
+echo $? > "$DIR/nouser.rc"
+# A directory nobody cannot write to fails before capturing, not at the first packet.
+mkdir -m 0755 "$DIR/rootonly"
+$K capture -i kcb -Z nobody -w "$DIR/rootonly/x.pcap" 2> "$DIR/rootonly.err"
+echo $? > "$DIR/rootonly.rc"
+"#,
+    );
+    let d = dir.path();
+    // While it captured, the process was nobody, its groups root's no longer.
+    let status = std::fs::read_to_string(d.join("status")).unwrap();
+    assert_eq!(status_ids(&status, "Uid:"), vec![uid; 4], "{status}");
+    assert_eq!(status_ids(&status, "Gid:"), vec![gid; 4], "{status}");
+    assert!(!status_ids(&status, "Groups:").contains(&0), "{status}");
+    // After the drop the ring still delivered every packet, byte for byte.
+    let z = json(d.join("z.json"));
+    assert_accounting(&z);
+    assert_eq!(z["written"], 5000, "{z}");
+    assert_eq!(z["kernel_drops"], 0, "{z}");
+    assert_eq!(z["dropped_kansoku"], 0, "{z}");
+    assert_eq!(z["profiled"], 5000, "{z}");
+    let sent = sent_frames(&d.join("sent.pcap"));
+    assert_eq!(sent.len(), 5000);
+    assert!(sent_frames(&d.join("z.pcap.lz4")) == sent);
+    // What was created after the drop belongs to nobody: the trace, its
+    // index, the summary directory and the summaries in it.
+    let mut created = vec![d.join("z.pcap.lz4"), d.join("prof")];
+    for e in std::fs::read_dir(d.join("prof")).unwrap() {
+        created.push(e.unwrap().path());
+    }
+    assert!(created.len() >= 3, "{created:?}");
+    for e in std::fs::read_dir(d).unwrap() {
+        let path = e.unwrap().path();
+        if path.to_string_lossy().contains("z.pcap.lz4") {
+            created.push(path);
+        }
+    }
+    for path in &created {
+        let m = std::fs::metadata(path).unwrap();
+        assert_eq!((m.uid(), m.gid()), (uid, gid), "{}", path.display());
+    }
+    let rc = |name: &str| std::fs::read_to_string(d.join(name)).unwrap();
+    let err = rc("nouser.err");
+    assert_eq!(rc("nouser.rc").trim(), "2", "{err}");
+    assert_eq!(err.trim(), "kansoku: -Z no-such-user-xyz: no such user");
+    assert!(!d.join("never.pcap").exists());
+    let err = rc("rootonly.err");
+    assert_eq!(rc("rootonly.rc").trim(), "2", "{err}");
+    assert!(
+        err.contains("rootonly") && err.contains("cannot create") && !err.contains("listening"),
+        "{err}"
     );
 }
