@@ -10,6 +10,12 @@
 //!   (flow rank drawn as u^4: a few flows carry most packets, as on real
 //!   links, and about half the packets still bring a key that is not in
 //!   the source or destination tree, so reclaim runs all the time);
+//! - `active-flows`: 2,000,000 packets from flows that start and end: 16,384
+//!   flows are active at any time, each packet comes from one of them at
+//!   random, and a flow that has sent its length (Pareto, shape 1.2, at
+//!   least 2 packets; about one new flow every 7.6 packets) is replaced by a
+//!   new one with a new source address and port. Eight times as many
+//!   sources are active as a tree's leaves can hold;
 //! - `uniform`: 2,000,000 packets each with a fresh random source address
 //!   (10.0.0.0/8) and source port: the worst case, every packet a new key in
 //!   two of the four trees, so every packet walks and reclaims.
@@ -19,7 +25,9 @@
 //! and `profile` slices and counts every packet in the four trees with the
 //! default budget (4096 nodes each) and one summary at the end. The
 //! `pre-sliced keys` line profiles keys sliced beforehand: the profiler's
-//! own cost. Each figure is the best of 5 runs. Run with `cargo bench -p aguri`.
+//! own cost, with the default flow table and without it (`flow_slots: 0`,
+//! every packet counted in the trees, as aguri does). Each figure is the
+//! best of 5 runs. Run with `cargo bench -p aguri`.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -95,6 +103,47 @@ fn heavy_tailed() -> Trace {
     Trace::new(&frames, order)
 }
 
+/// Builds one of the traces.
+type MakeTrace = fn() -> Trace;
+
+/// Flows active at once in the `active-flows` trace.
+const ACTIVE: usize = 16_384;
+
+fn active_flows() -> Trace {
+    let frames = frames(400_000, 3);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // Pareto lengths, shape 1.2 and scale 2 (heavy-tailed, as flow sizes
+    // on real links are), capped so that one flow cannot fill the trace.
+    let length = |r: u64| {
+        let u = ((r >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        (2.0 / u.powf(1.0 / 1.2)).ceil().min(100_000.0) as u64
+    };
+    let mut started = 0usize;
+    let mut active: Vec<(usize, u64)> = (0..ACTIVE)
+        .map(|i| {
+            started += 1;
+            (i, length(next()))
+        })
+        .collect();
+    let mut order = Vec::with_capacity(PACKETS);
+    for _ in 0..PACKETS {
+        let j = (next() % ACTIVE as u64) as usize;
+        order.push(active[j].0 % frames.len());
+        active[j].1 -= 1;
+        if active[j].1 == 0 {
+            active[j] = (started, length(next()));
+            started += 1;
+        }
+    }
+    Trace::new(&frames, order.into_iter())
+}
+
 fn uniform() -> Trace {
     let frames = frames(PACKETS as u64, 2);
     Trace::new(&frames, 0..PACKETS)
@@ -151,13 +200,20 @@ fn run(name: &str, t: &Trace) {
         }
         sum
     });
-    let keys_profile = best_of(|| {
-        let mut p = ProfilerConfig::default().build().expect("config");
-        for (ts, len, k) in &keys {
-            black_box(p.add(*ts, k, *len));
-        }
-        let s = p.finish().expect("one summary");
-        s.sections[0].entries.len() as u64
+    let keys_profile_with = |cfg: ProfilerConfig| {
+        best_of(|| {
+            let mut p = cfg.build().expect("config");
+            for (ts, len, k) in &keys {
+                black_box(p.add(*ts, k, *len));
+            }
+            let s = p.finish().expect("one summary");
+            s.sections[0].entries.len() as u64
+        })
+    };
+    let keys_profile = keys_profile_with(ProfilerConfig::default());
+    let keys_trees = keys_profile_with(ProfilerConfig {
+        flow_slots: 0,
+        ..ProfilerConfig::default()
     });
     let profile = best_of(|| {
         let mut p = ProfilerConfig::default().build().expect("config");
@@ -177,11 +233,13 @@ fn run(name: &str, t: &Trace) {
         profile / slice
     );
     println!(
-        "{:>12}  pre-sliced keys: iterate {:7.1} Mpps | profile {:6.1} Mpps ({:.0} ns/packet)",
+        "{:>12}  pre-sliced keys: iterate {:7.1} Mpps | profile {:6.1} Mpps ({:.0} ns/packet) | without the flow table {:6.1} Mpps ({:.0} ns/packet)",
         "",
         mpps(keys_iter),
         mpps(keys_profile),
-        keys_profile / n * 1e9
+        keys_profile / n * 1e9,
+        mpps(keys_trees),
+        keys_trees / n * 1e9
     );
 }
 
@@ -192,6 +250,19 @@ fn main() {
         return;
     }
     println!("aguri profiler, {PACKETS} packets in memory, default budget, one core");
-    run("heavy-tailed", &heavy_tailed());
-    run("uniform", &uniform());
+    // `cargo bench -p aguri -- --bench NAME...` runs only the traces named.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let traces: [(&str, MakeTrace); 3] = [
+        ("heavy-tailed", heavy_tailed),
+        ("active-flows", active_flows),
+        ("uniform", uniform),
+    ];
+    for (name, make) in traces {
+        if only.is_empty() || only.iter().any(|o| o == name) {
+            run(name, &make());
+        }
+    }
 }

@@ -12,6 +12,8 @@
 //! - [`profile`]: the stage. [`ProfilerConfig::build`] makes a [`Profiler`];
 //!   it takes packets ([`Profiler::add_frame`], or [`Profiler::add`] with a
 //!   [`FlowKey`]) and gives back one [`Summary`] per interval.
+//! - `flows`: a fixed flow table in front of the trees, so that a flow's
+//!   packets reach them as one update (counts exact, memory fixed).
 //! - [`summary`]: summaries and aguri's text format (`%!AGURI-1.0`), written
 //!   with `Display` and read back by [`parse_summaries`], with exact counts.
 //! - [`merge`]: re-aggregation of summaries into longer periods.
@@ -22,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 
+mod flows;
 pub mod label;
 pub mod merge;
 pub mod profile;
@@ -33,7 +36,8 @@ pub mod tree;
 pub use label::{KeyKind, Prefix};
 pub use merge::{merge_all, MergeError, Merger};
 pub use profile::{
-    ConfigError, FlowKey, Profiler, ProfilerConfig, DEFAULT_BUDGET, DEFAULT_THRESHOLD,
+    ConfigError, FlowKey, Profiler, ProfilerConfig, DEFAULT_BUDGET, DEFAULT_FLOW_SLOTS,
+    DEFAULT_THRESHOLD,
 };
 pub use summary::{parse_summaries, ParseError, Section, SectionKind, Summary};
 pub use tree::{Entry, Metric, PatriciaTree};

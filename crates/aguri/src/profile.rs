@@ -15,6 +15,7 @@ use core::net::IpAddr;
 
 use wire::{LinkType, Slice};
 
+use crate::flows::{Departed, FlowKeys, FlowTable};
 use crate::label::{address_key, port_key, KeyKind, V4_MAPPED, V4_MAPPED_LEN};
 use crate::summary::{Section, SectionKind, Summary};
 use crate::tree::{Metric, PatriciaTree, MIN_BUDGET};
@@ -22,15 +23,20 @@ use crate::tree::{Metric, PatriciaTree, MIN_BUDGET};
 /// Packets held back before they are counted tree by tree (see [`Profiler`]).
 const BATCH: usize = 256;
 
-/// A packet waiting to be counted: its key in each tree and its length.
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    keys: [u128; 4],
-    bytes: u32,
-}
+/// Batches sent straight to the trees once the flow table is found to let
+/// a flow go for nearly every packet; then the table is tried again.
+const BYPASS_BATCHES: u32 = 64;
+
+/// A packet waiting to be counted: its flow's keys and its length.
+type Pending = (FlowKeys, u64);
 
 /// aguri's usual node budget per tree.
 pub const DEFAULT_BUDGET: usize = 4096;
+/// Flows the flow table in front of the trees holds by default (one
+/// 64-byte slot each: 2 MiB). See [`crate::flows`]: on the benchmark's
+/// heavy-tailed trace a table this size takes about 60% of the packets
+/// off the trees; bench/profile-throughput.md has the figures.
+pub const DEFAULT_FLOW_SLOTS: usize = 32 * 1024;
 /// The default threshold, in percent of the interval's total.
 pub const DEFAULT_THRESHOLD: f64 = 1.0;
 
@@ -92,6 +98,9 @@ pub struct ProfilerConfig {
     pub threshold: f64,
     /// What the threshold and the shares are measured in.
     pub metric: Metric,
+    /// Slots of the flow table in front of the trees ([`crate::flows`]);
+    /// 0 counts every packet in the trees directly, as aguri does.
+    pub flow_slots: usize,
 }
 
 impl Default for ProfilerConfig {
@@ -101,6 +110,7 @@ impl Default for ProfilerConfig {
             budget: DEFAULT_BUDGET,
             threshold: DEFAULT_THRESHOLD,
             metric: Metric::Bytes,
+            flow_slots: DEFAULT_FLOW_SLOTS,
         }
     }
 }
@@ -149,6 +159,9 @@ impl ProfilerConfig {
         self.validate()?;
         Ok(Profiler {
             trees: Trees::new(self.budget),
+            flows: (self.flow_slots > 0).then(|| FlowTable::new(self.flow_slots)),
+            departed: Vec::with_capacity(BATCH),
+            bypass: 0,
             pending: Vec::with_capacity(BATCH),
             cfg: self,
             current: None,
@@ -176,6 +189,15 @@ impl Trees {
     pub(crate) fn clear(&mut self) {
         for t in &mut self.t {
             t.clear();
+        }
+    }
+
+    /// Counts flows in the trees, one tree at a time.
+    fn count(&mut self, flows: &[Departed]) {
+        for (i, tree) in self.t.iter_mut().enumerate() {
+            for d in flows {
+                tree.add(d.keys.tree_key(i), d.bytes, d.packets);
+            }
         }
     }
 
@@ -211,15 +233,22 @@ struct Current {
 /// [`finish`](Self::finish). Memory is fixed by the node budget.
 ///
 /// Packets are counted in batches: up to `BATCH` (256) packets' keys are held,
-/// then counted in the source tree, then in the destination tree, and so
+/// counted in the flow table ([`crate::flows`]), and the flows it lets go
+/// are counted in the source tree, then in the destination tree, and so
 /// on, so that each tree's nodes stay in the core's cache while it works
-/// (the four trees together are larger than a typical L2 cache). The trees
-/// are independent and each sees its keys in arrival order, so the result
-/// is exactly what counting packet by packet gives; a batch is always
-/// counted before its interval's summary is made.
+/// (the four trees together are larger than a typical L2 cache). A batch,
+/// and every flow the table holds, is counted before its interval's summary
+/// is made, so each summary's totals are exactly its packets and bytes.
+/// Without the table (`flow_slots: 0`) each tree sees its keys in arrival
+/// order, exactly what counting packet by packet gives.
 pub struct Profiler {
     cfg: ProfilerConfig,
     trees: Trees,
+    flows: Option<FlowTable>,
+    /// Flows that left the table, waiting to be counted in the trees.
+    departed: Vec<Departed>,
+    /// Batches still to send past the flow table (see `flush`).
+    bypass: u32,
     pending: Vec<Pending>,
     current: Option<Current>,
     non_ip: (u64, u64),
@@ -271,29 +300,57 @@ impl Profiler {
     pub fn add(&mut self, ts_ns: u64, key: &FlowKey, bytes: u32) -> Option<Summary> {
         let done = self.enter(ts_ns);
         let v = key.version();
-        self.pending.push(Pending {
-            keys: [
-                address_key(key.src),
-                address_key(key.dst),
-                port_key(v, key.protocol, key.src_port),
-                port_key(v, key.protocol, key.dst_port),
-            ],
-            bytes,
-        });
+        self.pending.push((
+            FlowKeys {
+                src: address_key(key.src),
+                dst: address_key(key.dst),
+                sport: (port_key(v, key.protocol, key.src_port) >> 96) as u32,
+                dport: (port_key(v, key.protocol, key.dst_port) >> 96) as u32,
+            },
+            u64::from(bytes),
+        ));
         if self.pending.len() >= BATCH {
             self.flush();
         }
         done
     }
 
-    /// Counts the held packets, one tree at a time.
+    /// Counts the held packets: in the flow table, and the flows it lets
+    /// go in the trees, one tree at a time (or every packet in the trees
+    /// when there is no table).
     fn flush(&mut self) {
-        for (i, tree) in self.trees.t.iter_mut().enumerate() {
-            for p in &self.pending {
-                tree.add(p.keys[i], u64::from(p.bytes), 1);
+        match self.flows.as_mut() {
+            Some(table) if self.bypass == 0 => {
+                table.add_batch(&self.pending, &mut self.departed);
+                // A table that lets a flow go for (nearly) every packet, as
+                // under a flood from random sources, only adds a lookup to
+                // what the trees do anyway: send the next batches past it.
+                if self.departed.len() * 16 >= self.pending.len() * 15 {
+                    self.bypass = BYPASS_BATCHES;
+                }
+                self.trees.count(&self.departed);
+                self.departed.clear();
+            }
+            _ => {
+                self.bypass = self.bypass.saturating_sub(1);
+                for (i, tree) in self.trees.t.iter_mut().enumerate() {
+                    for (keys, bytes) in &self.pending {
+                        tree.add(keys.tree_key(i), *bytes, 1);
+                    }
+                }
             }
         }
         self.pending.clear();
+    }
+
+    /// Counts everything held, in the flow table too, in the trees.
+    fn flush_all(&mut self) {
+        self.flush();
+        if let Some(table) = self.flows.as_mut() {
+            table.drain(&mut self.departed);
+            self.trees.count(&self.departed);
+            self.departed.clear();
+        }
     }
 
     /// Counts a captured frame: slices it and counts it under its IP
@@ -335,8 +392,8 @@ impl Profiler {
     }
 
     fn summary(&mut self, start_ns: u64, end_ns: u64) -> Summary {
-        // The held packets belong to this interval.
-        self.flush();
+        // The held packets and flows belong to this interval.
+        self.flush_all();
         let s = Summary {
             start_ns,
             end_ns,
@@ -389,6 +446,73 @@ mod tests {
             .map(|s| (s.start_ns, s.end_ns, s.sections[0].packets))
             .collect();
         assert_eq!(spans, vec![(7, 10, 2), (10, 20, 2), (30, 36, 2)]);
+    }
+
+    /// The flow table changes when the trees see a flow, not what is
+    /// counted: with and without it, every interval's totals are the same,
+    /// and so are the heavy hitters and their counts.
+    #[test]
+    fn the_flow_table_keeps_totals_and_heavy_hitters() {
+        use rand::{Rng, SeedableRng};
+        let run = |flow_slots: usize| {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
+            let mut p = ProfilerConfig {
+                interval_ns: 1_000_000,
+                budget: 256,
+                flow_slots,
+                ..Default::default()
+            }
+            .build()
+            .unwrap();
+            let mut out = Vec::new();
+            for i in 0..200_000u64 {
+                // A third of the packets from one host to port 80, the rest
+                // from random hosts and ports: the table both holds flows
+                // and lets them go.
+                let k = if rng.gen_bool(0.33) {
+                    key("150.65.1.2", "10.0.0.1", 6, 40000, 80)
+                } else {
+                    let a: u32 = rng.gen();
+                    FlowKey {
+                        src: IpAddr::V4(a.into()),
+                        dst: "10.0.0.1".parse().unwrap(),
+                        protocol: 17,
+                        src_port: rng.gen(),
+                        dst_port: rng.gen(),
+                    }
+                };
+                out.extend(p.add(i * 20, &k, rng.gen_range(64..1519)));
+            }
+            out.extend(p.finish());
+            out
+        };
+        let (with, without) = (run(1024), run(0));
+        assert_eq!(with.len(), 4);
+        assert_eq!(with.len(), without.len());
+        for (a, b) in with.iter().zip(&without) {
+            assert_eq!((a.start_ns, a.end_ns), (b.start_ns, b.end_ns));
+            for (sa, sb) in a.sections.iter().zip(&b.sections) {
+                assert_eq!((sa.bytes, sa.packets), (sb.bytes, sb.packets));
+                assert_eq!(
+                    sa.entries.iter().map(|e| e.bytes).sum::<u64>(),
+                    sa.bytes,
+                    "entries add up to the total"
+                );
+            }
+            // The heavy host and its port, with exactly its counts.
+            let find = |s: &Summary, sec: usize, label: &str| {
+                s.sections[sec]
+                    .entries
+                    .iter()
+                    .find(|e| e.prefix.to_string() == label)
+                    .map(|e| (e.bytes, e.packets))
+            };
+            for (sec, label) in [(0, "150.65.1.2"), (2, "4:6:40000"), (3, "4:6:80")] {
+                let (x, y) = (find(a, sec, label), find(b, sec, label));
+                assert!(x.is_some(), "{label} missing with the table");
+                assert_eq!(x, y, "{label}");
+            }
+        }
     }
 
     #[test]

@@ -63,6 +63,9 @@ struct Node {
     /// LRU neighbours (towards the most and the least recently used).
     prev: u32,
     next: u32,
+    /// The exact table's hash of a full-length key (kept so that removing
+    /// the key from the table does not hash it again).
+    hash: u32,
     len: u8,
     /// Never reclaimed nor spliced out: the root and the family roots.
     pinned: bool,
@@ -251,7 +254,8 @@ impl PatriciaTree {
         self.alloc(0, 0, 0, 0);
         self.nodes[0].pinned = true;
         for (key, len) in self.pinned.clone() {
-            let (n, _) = self.insert(0, key, len, 0, 0, [0, 0]);
+            let h = self.exact_hash(key);
+            let (n, _) = self.insert(0, key, len, h, 0, 0, [0, 0]);
             self.set_pinned(n);
         }
     }
@@ -325,7 +329,7 @@ impl PatriciaTree {
     #[inline]
     fn hint_fits(&self, n: u32, key: u128, hl: u8) -> bool {
         match self.nodes.get(n as usize) {
-            Some(l) => l.len <= hl && (l.key ^ key) & mask(l.len) == 0,
+            Some(l) => l.len <= hl && (l.key ^ key).leading_zeros() >= u32::from(l.len),
             None => false,
         }
     }
@@ -344,12 +348,12 @@ impl PatriciaTree {
             self.touch(n);
             return;
         }
-        self.add_new(key, bytes, packets);
+        self.add_new(key, h, bytes, packets);
     }
 
     /// A full-length key that is not in the tree.
     #[inline(never)]
-    fn add_new(&mut self, key: u128, bytes: u64, packets: u64) {
+    fn add_new(&mut self, key: u128, h: u32, bytes: u64, packets: u64) {
         self.bytes = self.bytes.saturating_add(bytes);
         self.packets = self.packets.saturating_add(packets);
         self.make_room();
@@ -364,7 +368,7 @@ impl PatriciaTree {
         };
         // The next new keys of these blocks start at the deepest nodes at or
         // above each block on this path (the walk notes them as it passes).
-        let (_, [f, c]) = self.insert(start, key, self.width, bytes, packets, [fine, coarse]);
+        let (_, [f, c]) = self.insert(start, key, self.width, h, bytes, packets, [fine, coarse]);
         if f != NIL {
             self.hints[fs] = f;
         }
@@ -378,7 +382,8 @@ impl PatriciaTree {
         self.bytes = self.bytes.saturating_add(bytes);
         self.packets = self.packets.saturating_add(packets);
         self.make_room();
-        self.insert(0, key, len.min(self.width), bytes, packets, [0, 0]);
+        let h = self.exact_hash(key);
+        self.insert(0, key, len.min(self.width), h, bytes, packets, [0, 0]);
     }
 
     /// Reclaims leaves until an insertion, which needs at most two new
@@ -393,6 +398,18 @@ impl PatriciaTree {
     }
 
     fn alloc(&mut self, key: u128, len: u8, bytes: u64, packets: u64) -> u32 {
+        let hash = if len == self.width {
+            self.exact_hash(key)
+        } else {
+            0
+        };
+        self.alloc_hashed(key, len, hash, bytes, packets)
+    }
+
+    /// [`alloc`](Self::alloc) with the exact hash already known (0 for a
+    /// key shorter than the width, which the exact table does not hold).
+    #[inline]
+    fn alloc_hashed(&mut self, key: u128, len: u8, hash: u32, bytes: u64, packets: u64) -> u32 {
         let node = Node {
             key,
             bytes,
@@ -401,6 +418,7 @@ impl PatriciaTree {
             parent: NIL,
             prev: NIL,
             next: NIL,
+            hash,
             len,
             pinned: false,
             in_lru: false,
@@ -417,20 +435,18 @@ impl PatriciaTree {
             }
         };
         if len == self.width {
-            let h = self.exact_hash(key);
-            self.exact.insert(h, n);
+            self.exact.insert(hash, n);
         }
         n
     }
 
     fn release(&mut self, n: u32) {
         let link = &mut self.nodes[n as usize];
-        let (key, len) = (link.key, link.len);
+        let (hash, len) = (link.hash, link.len);
         link.len = FREE;
         link.child = [NIL; 2];
         if len == self.width {
-            let h = self.exact_hash(key);
-            self.exact.remove(h, n);
+            self.exact.remove(hash, n);
         }
         self.lru_remove(n);
         self.live -= 1;
@@ -440,43 +456,55 @@ impl PatriciaTree {
     /// Walks down from `start` (the root, or a node whose prefix contains
     /// `key/len`) and counts `key/len`, creating what is missing; returns the
     /// node, and for each length in `marks` the deepest node on the path
-    /// from `start` no longer than it (`NIL` if none).
+    /// from `start` no longer than it (`NIL` if none). `hash` is the exact
+    /// table's hash of `key`, used when `len` is the full width.
+    #[allow(clippy::too_many_arguments)]
     fn insert(
         &mut self,
         start: u32,
         key: u128,
         len: u8,
+        hash: u32,
         bytes: u64,
         packets: u64,
         marks: [u8; 2],
     ) -> (u32, [u32; 2]) {
         let key = key & mask(len);
+        let hash = if len == self.width { hash } else { 0 };
         let mut n = start;
-        let mut seen = [NIL; 2];
+        let (mut fine, mut coarse) = (NIL, NIL);
         loop {
-            let node = self.nodes[n as usize];
-            for (s, &m) in seen.iter_mut().zip(&marks) {
-                if node.len <= m {
-                    *s = n;
-                }
+            let (nlen, child) = {
+                let node = &self.nodes[n as usize];
+                (node.len, node.child)
+            };
+            // The path only gets longer: the last node within each mark wins.
+            if nlen <= marks[0] {
+                fine = n;
             }
-            if node.len == len {
+            if nlen <= marks[1] {
+                coarse = n;
+            }
+            if nlen == len {
                 let m = &mut self.nodes[n as usize];
                 m.bytes += bytes;
                 m.packets += packets;
                 self.touch(n);
-                return (n, seen);
+                return (n, [fine, coarse]);
             }
-            let d = bit(key, node.len);
-            let c = node.child[d];
+            let d = bit(key, nlen);
+            let c = child[d];
             if c == NIL {
-                let l = self.alloc(key, len, bytes, packets);
+                let l = self.alloc_hashed(key, len, hash, bytes, packets);
                 self.link(n, d, l);
                 self.lru_remove(n);
                 self.lru_push(l);
-                return (l, seen);
+                return (l, [fine, coarse]);
             }
-            let (ckey, clen) = (self.nodes[c as usize].key, self.nodes[c as usize].len);
+            let (ckey, clen) = {
+                let cn = &self.nodes[c as usize];
+                (cn.key, cn.len)
+            };
             let common = ((key ^ ckey).leading_zeros() as u8).min(len).min(clen);
             if common == clen {
                 n = c;
@@ -484,24 +512,25 @@ impl PatriciaTree {
             }
             if common == len {
                 // key/len lies on the edge to c: put it between.
-                let x = self.alloc(key, len, bytes, packets);
+                let x = self.alloc_hashed(key, len, hash, bytes, packets);
                 self.link(n, d, x);
                 self.link(x, bit(ckey, len), c);
-                return (x, seen);
+                return (x, [fine, coarse]);
             }
             // The paths part at `common`: a branch node with both below it.
-            let b = self.alloc(key & mask(common), common, 0, 0);
-            let l = self.alloc(key, len, bytes, packets);
+            let b = self.alloc_hashed(key & mask(common), common, 0, 0, 0);
+            let l = self.alloc_hashed(key, len, hash, bytes, packets);
             self.link(n, d, b);
             self.link(b, bit(ckey, common), c);
             self.link(b, bit(key, common), l);
             self.lru_push(l);
-            for (s, &m) in seen.iter_mut().zip(&marks) {
-                if common <= m {
-                    *s = b;
-                }
+            if common <= marks[0] {
+                fine = b;
             }
-            return (l, seen);
+            if common <= marks[1] {
+                coarse = b;
+            }
+            return (l, [fine, coarse]);
         }
     }
 
@@ -706,8 +735,16 @@ impl PatriciaTree {
 
 #[inline]
 fn bit(key: u128, i: u8) -> usize {
-    // `i` is below the width (at most 127) wherever this is called.
-    ((key >> (127 - u32::from(i.min(127)))) & 1) as usize
+    // `i` is below the width (at most 127) wherever this is called. One
+    // 64-bit word and a shift: a variable `u128` shift costs several
+    // instructions and a branch, and this runs at every step of a walk.
+    let i = u32::from(i.min(127));
+    let word = if i < 64 {
+        (key >> 64) as u64
+    } else {
+        key as u64
+    };
+    ((word >> (63 - (i & 63))) & 1) as usize
 }
 
 #[cfg(test)]
@@ -925,6 +962,7 @@ mod tests {
                     parent: NIL,
                     prev: NIL,
                     next: NIL,
+                    hash: 0,
                     len: 128,
                     pinned: false,
                     in_lru: false,

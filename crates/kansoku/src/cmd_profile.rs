@@ -197,6 +197,7 @@ pub fn run(args: &ProfileArgs) -> CliResult<i32> {
         budget: args.budget,
         threshold: args.threshold,
         metric,
+        flow_slots: args.flow_slots,
     };
     cfg.validate().map_err(|e| CliError::input(e.to_string()))?;
     let mut sink = match &args.archive {
