@@ -11,6 +11,8 @@
 //!   (the traffic generator's transmit side).
 //! - [`privileges::User::lookup`] and [`privileges::drop_privileges`] are
 //!   `tcpdump -Z`.
+//! - [`usage::children_cpu_time`]: CPU time of ended child processes, which
+//!   `kansoku bench capture` reports per captured packet.
 //!
 //! This is the only kansoku crate with `unsafe` code: system calls, the ring
 //! mapping, and the block status word shared with the kernel. Each block
@@ -20,6 +22,7 @@ pub mod pipeline;
 pub mod privileges;
 pub mod ring;
 pub mod tx;
+pub mod usage;
 
 pub use pipeline::{Batch, BatchPacket, CaptureStats, LiveStats, PipelineConfig};
 pub use ring::{KernelStats, RingConfig, TpacketRing};

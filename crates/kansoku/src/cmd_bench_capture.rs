@@ -132,6 +132,12 @@ pub struct Point {
     pub capture_rate: f64,
     /// Bytes of the file.
     pub file_bytes: u64,
+    /// CPU time (user + system, all threads) the capture process used from
+    /// its start to its exit, in seconds (getrusage of the ended child);
+    /// `None` where it could not be read.
+    pub cpu_s: Option<f64>,
+    /// That CPU time per packet written, in microseconds.
+    pub cpu_us_per_packet: Option<f64>,
 }
 
 impl Point {
@@ -494,13 +500,16 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> CliResult<RunningCa
         (None, Some(tcpdump)) => {
             cmd = env.ns.command(tcpdump);
             // -Z root: Debian's tcpdump would otherwise switch to its own
-            // user; -w - so that the bench can put the emulated disk behind it.
-            cmd.args([
-                "-i", &env.ns.rx, "-n", "-s", "262144", "-Z", "root", "-w", "-",
-            ])
-            .arg("-B")
-            .arg((a.buffer_mib * 1024).to_string())
-            .stdout(Stdio::piped());
+            // user. With an emulated disk, -w - so that the bench can put
+            // the disk behind it; without one tcpdump writes its file itself,
+            // as kansoku does, so that their CPU times compare.
+            cmd.args(["-i", &env.ns.rx, "-n", "-s", "262144", "-Z", "root", "-w"]);
+            if a.disk_mbps.is_some() {
+                cmd.arg("-").stdout(Stdio::piped());
+            } else {
+                cmd.arg(file).stdout(Stdio::null());
+            }
+            cmd.arg("-B").arg((a.buffer_mib * 1024).to_string());
         }
         (None, None) => return Err(CliError::input("tcpdump is not installed")),
     }
@@ -524,7 +533,7 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> CliResult<RunningCa
         }
         all
     });
-    let copier = if c.compress.is_none() {
+    let copier = if c.compress.is_none() && a.disk_mbps.is_some() {
         let out = child.stdout.take();
         let file = file.to_path_buf();
         let disk = a
@@ -617,9 +626,16 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> CliResult<Point> {
         stderr,
         copier,
     } = capture;
+    // The capture is the only child waited for here: the difference is its
+    // own CPU time (all threads; `ip netns exec` execs it in place).
+    let cpu_before = capture::usage::children_cpu_time().ok();
     let out = child
         .wait_with_output()
         .map_err(|e| CliError::input(format!("{}: waiting for the capture: {e}", c.name)))?;
+    let cpu_s = match (cpu_before, capture::usage::children_cpu_time().ok()) {
+        (Some(b), Some(a)) => Some(a.saturating_sub(b).as_secs_f64()),
+        _ => None,
+    };
     let err_text = stderr.join().unwrap_or_default();
     let copied = copier.map(|h| h.join());
     let (written, kernel_drops, dropped_writer) = if c.compress.is_some() {
@@ -640,7 +656,8 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> CliResult<Point> {
         )
     } else {
         match copied {
-            Some(Ok(Ok(_))) => {}
+            // No emulated disk: tcpdump wrote the file itself.
+            None | Some(Ok(Ok(_))) => {}
             Some(Ok(Err(e))) => {
                 return Err(CliError::input(format!(
                     "tcpdump: writing {}: {e}",
@@ -673,6 +690,10 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> CliResult<Point> {
             written.min(n_sent) as f64 / n_sent as f64
         },
         file_bytes,
+        cpu_s,
+        cpu_us_per_packet: cpu_s
+            .filter(|_| written > 0)
+            .map(|c| c * 1e6 / written as f64),
     })
 }
 
@@ -749,6 +770,25 @@ fn write_table(o: &mut impl Write, r: &Report, loads: &[f64]) -> io::Result<()> 
             _ => "-".to_string(),
         };
         writeln!(o, "  {lf:>13}  {ratio:>8}")?;
+    }
+    writeln!(
+        o,
+        "CPU time of the capture process per packet written, microseconds (user + system, all threads)"
+    )?;
+    for c in &r.configs {
+        write!(o, "{:<9}", c.config)?;
+        for l in loads {
+            match c
+                .points
+                .iter()
+                .find(|p| p.load_pps == *l)
+                .and_then(|p| p.cpu_us_per_packet)
+            {
+                Some(v) => write!(o, " {v:>8.2}")?,
+                None => write!(o, " {:>8}", "-")?,
+            }
+        }
+        writeln!(o)?;
     }
     for c in &r.configs {
         writeln!(o, "  {}: {}", c.config, c.description)?;
@@ -864,6 +904,8 @@ mod tests {
             extra: 0,
             capture_rate: written as f64 / sent as f64,
             file_bytes: 0,
+            cpu_s: None,
+            cpu_us_per_packet: None,
         }
     }
 
