@@ -102,6 +102,21 @@ impl Default for RingConfig {
 }
 
 impl RingConfig {
+    /// The block size kansoku picks for a ring of `ring_bytes`: a sixteenth
+    /// of the ring, a power of two from 256 KiB to 1 MiB. Many blocks keep
+    /// most of the ring open to the kernel while the ring thread copies one
+    /// out (with two blocks, half the ring is closed to it then, and a burst
+    /// drops packets that libpcap's eight 256 KiB blocks of a 2 MiB ring
+    /// take: `kansoku bench capture -B 2`, bench/capture-results.md). 256 KiB
+    /// is libpcap's TPACKET_V3 block and holds a 64 KiB packet from `lo`
+    /// whole; 1 MiB blocks, once the ring is large, cost fewer hand-overs.
+    pub fn auto_block_size(ring_bytes: usize) -> usize {
+        let sixteenth = (ring_bytes / 16).max(1);
+        // The largest power of two not above a sixteenth, within the range.
+        let p = 1usize << (usize::BITS - 1 - sixteenth.leading_zeros());
+        p.clamp(256 << 10, 1 << 20)
+    }
+
     /// Checks the settings before any socket is opened.
     pub fn validate(&self) -> io::Result<()> {
         let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
@@ -124,6 +139,26 @@ impl RingConfig {
             return bad("snaplen must be at least 1".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::RingConfig;
+
+    #[test]
+    fn automatic_blocks_are_a_sixteenth_of_the_ring_within_bounds() {
+        let kib = |r: usize| RingConfig::auto_block_size(r) >> 10;
+        // A small ring gets libpcap's 256 KiB blocks (8 of them in 2 MiB).
+        assert_eq!(kib(2 << 20), 256);
+        assert_eq!(kib(4 << 20), 256);
+        assert_eq!(kib(8 << 20), 512);
+        assert_eq!(kib(16 << 20), 1024);
+        // A large ring keeps 1 MiB blocks.
+        assert_eq!(kib(32 << 20), 1024);
+        assert_eq!(kib(1 << 30), 1024);
+        // Not a power of two: rounded down.
+        assert_eq!(kib(12 << 20), 512);
     }
 }
 

@@ -418,9 +418,10 @@ pub struct CaptureArgs {
     /// Ring buffer size in MiB.
     #[arg(short = 'B', value_name = "MIB", default_value_t = 32)]
     pub buffer_mib: usize,
-    /// Ring block size in KiB (a power of two); the kernel hands over a block when it is full or after 10 ms.
-    #[arg(long, value_name = "KIB", default_value_t = 1024)]
-    pub ring_block_kib: usize,
+    /// Ring block size in KiB (a power of two); the kernel hands over a block when it is full or
+    /// after 10 ms. Default: a sixteenth of the ring, from 256 KiB to 1 MiB.
+    #[arg(long, value_name = "KIB")]
+    pub ring_block_kib: Option<usize>,
     /// Stop after this many packets.
     #[arg(short = 'c', value_name = "COUNT")]
     pub count: Option<u64>,

@@ -214,7 +214,10 @@ pub fn run(args: &CaptureArgs) -> CliResult<i32> {
         interface: args.interface.clone(),
         snaplen: args.snaplen,
         ring_bytes: args.buffer_mib.saturating_mul(1 << 20),
-        block_size: args.ring_block_kib.saturating_mul(1024),
+        block_size: match args.ring_block_kib {
+            Some(kib) => kib.saturating_mul(1024),
+            None => RingConfig::auto_block_size(args.buffer_mib.saturating_mul(1 << 20)),
+        },
         // The group id only has to be unique among this host's capturers.
         fanout_group: (n > 1).then(|| (std::process::id() & 0xffff) as u16),
         ..RingConfig::default()
