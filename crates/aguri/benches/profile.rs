@@ -5,17 +5,19 @@
 //! packet's bytes one after another in one buffer. Two traces of Ethernet
 //! frames made with `synth` (random addresses in the generator's prefixes,
 //! ephemeral source ports, common destination ports):
-//! - `heavy-tailed` (the main figure, the realistic case): 2,000,000 packets
-//!   drawn from 100,000 distinct flows with a heavy-tailed popularity
-//!   (flow rank drawn as u^4: a few flows carry most packets, as on real
-//!   links, and about half the packets still bring a key that is not in
-//!   the source or destination tree, so reclaim runs all the time);
-//! - `active-flows`: 2,000,000 packets from flows that start and end: 16,384
-//!   flows are active at any time, each packet comes from one of them at
-//!   random, and a flow that has sent its length (Pareto, shape 1.2, at
-//!   least 2 packets; about one new flow every 7.6 packets) is replaced by a
-//!   new one with a new source address and port. Eight times as many
-//!   sources are active as a tree's leaves can hold;
+//! - `heavy-tailed`: 2,000,000 packets drawn independently from 100,000
+//!   distinct flows with a heavy-tailed popularity (flow rank drawn as u^4:
+//!   a few flows carry most packets, as on real links, but with no temporal
+//!   locality beyond popularity, so about half the packets still bring a
+//!   key that is not in the source or destination tree and reclaim runs
+//!   all the time);
+//! - `active-flows`: 2,000,000 packets from flows that start and end, as on
+//!   a real link: 16,384 flows are active at any time, each packet comes
+//!   from one of them at random, and a flow that has sent its length
+//!   (Pareto, shape 1.2, at least 2 packets; the bench prints how often a
+//!   flow starts) is replaced by a new one with a new source address and
+//!   port. Eight times as many sources are active as a tree's leaves can
+//!   hold;
 //! - `uniform`: 2,000,000 packets each with a fresh random source address
 //!   (10.0.0.0/8) and source port: the worst case, every packet a new key in
 //!   two of the four trees, so every packet walks and reclaims.
@@ -141,6 +143,11 @@ fn active_flows() -> Trace {
             started += 1;
         }
     }
+    println!(
+        "active-flows: {} flows started, one every {:.1} packets",
+        started,
+        PACKETS as f64 / (started - ACTIVE) as f64
+    );
     Trace::new(&frames, order.into_iter())
 }
 

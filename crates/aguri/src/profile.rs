@@ -224,6 +224,9 @@ impl Trees {
 struct Current {
     index: u64,
     start_ns: u64,
+    /// Where the next interval starts (`u64::MAX` with one interval): a
+    /// packet before it belongs to this one, found without a division.
+    next_ns: u64,
     last_ns: u64,
 }
 
@@ -268,18 +271,29 @@ impl Profiler {
     /// packet starts a later interval.
     #[inline]
     fn enter(&mut self, ts_ns: u64) -> Option<Summary> {
-        let index = self.index(ts_ns);
-        match self.current {
-            Some(ref mut c) if index <= c.index => {
+        if let Some(c) = self.current.as_mut() {
+            if ts_ns < c.next_ns {
                 c.last_ns = c.last_ns.max(ts_ns);
+                return None;
+            }
+        }
+        let index = self.index(ts_ns);
+        let next_ns = self.next_start(index);
+        match self.current {
+            Some(c) if index <= c.index => {
+                // Only when the next interval's start saturated at u64::MAX.
+                self.current = Some(Current {
+                    last_ns: c.last_ns.max(ts_ns),
+                    ..c
+                });
                 None
             }
             Some(c) => {
-                let end = index_start(c.index + 1, self.cfg.interval_ns);
-                let done = self.summary(c.start_ns, end);
+                let done = self.summary(c.start_ns, c.next_ns);
                 self.current = Some(Current {
                     index,
                     start_ns: index_start(index, self.cfg.interval_ns),
+                    next_ns,
                     last_ns: ts_ns,
                 });
                 Some(done)
@@ -288,10 +302,20 @@ impl Profiler {
                 self.current = Some(Current {
                     index,
                     start_ns: ts_ns,
+                    next_ns,
                     last_ns: ts_ns,
                 });
                 None
             }
+        }
+    }
+
+    /// Where the interval after interval `index` starts.
+    fn next_start(&self, index: u64) -> u64 {
+        if self.cfg.interval_ns == 0 {
+            u64::MAX
+        } else {
+            index_start(index.saturating_add(1), self.cfg.interval_ns)
         }
     }
 
@@ -382,7 +406,7 @@ impl Profiler {
             return None;
         }
         self.current = None;
-        Some(self.summary(c.start_ns, index_start(c.index + 1, self.cfg.interval_ns)))
+        Some(self.summary(c.start_ns, c.next_ns))
     }
 
     /// The last, partial interval (ending at its last packet), if any packet came.
