@@ -49,6 +49,17 @@ fn in_netns(dir: &Path, script: &str) -> Output {
     out
 }
 
+/// A root-only test's namespace run: `None` (skip) where the capture tests
+/// cannot run, else the temp dir `script` ran in (as $DIR).
+fn netns_test(script: &str) -> Option<tempfile::TempDir> {
+    if !can_run("capture") {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    in_netns(dir.path(), script);
+    Some(dir)
+}
+
 fn json(path: PathBuf) -> serde_json::Value {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(text.lines().last().unwrap_or_default())
@@ -79,12 +90,7 @@ fn assert_accounting(s: &serde_json::Value) {
 
 #[test]
 fn veth_capture_is_byte_exact_with_vlan_tags_and_nothing_dropped() {
-    if !can_run("capture") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    in_netns(
-        dir.path(),
+    let Some(dir) = netns_test(
         r#"
 $K capture -i kcb -c 3000 -w "$DIR/cap.pcapng.lz4" --format pcapng --json > "$DIR/stats.json" 2> "$DIR/cap.err" &
 pid=$!
@@ -92,7 +98,9 @@ wait_listening "$DIR/cap.err"
 python3 "$SEND" kca 3000 "$DIR/sent.pcap" --vlan-every 7
 wait $pid
 "#,
-    );
+    ) else {
+        return;
+    };
     let stats = json(dir.path().join("stats.json"));
     assert_eq!(stats["written"], 3000, "{stats}");
     assert_eq!(stats["kernel_drops"], 0, "{stats}");
@@ -123,12 +131,7 @@ wait $pid
 
 #[test]
 fn snaplen_is_honoured_on_loopback() {
-    if !can_run("capture") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    in_netns(
-        dir.path(),
+    let Some(dir) = netns_test(
         r#"
 $K capture -i lo -s 100 -c 200 -w "$DIR/lo.pcap" --compress none --json > "$DIR/stats.json" 2> "$DIR/cap.err" &
 pid=$!
@@ -141,7 +144,9 @@ for i in range(100): s.sendto(bytes(1000), ("127.0.0.1", 47002))
 '
 wait $pid
 "#,
-    );
+    ) else {
+        return;
+    };
     let (got, ok, err) = tshark_read(&dir.path().join("lo.pcap"));
     assert!(ok, "{err}");
     assert_eq!(
@@ -156,12 +161,7 @@ wait $pid
 
 #[test]
 fn a_small_ring_and_a_slow_writer_report_every_drop() {
-    if !can_run("capture") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    in_netns(
-        dir.path(),
+    let Some(dir) = netns_test(
         r#"
 $K capture -i kcb -B 1 --ring-block-kib 64 --queue-mib 1 --compress zstd --level 19 --block-size 4 \
     -w "$DIR/d.pcap.zst" --duration 6 --json > "$DIR/stats.json" 2> "$DIR/cap.err" || true &
@@ -170,7 +170,9 @@ wait_listening "$DIR/cap.err"
 python3 "$SEND" kca 200000 "$DIR/sent.pcap" --size 60-1514
 wait $pid
 "#,
-    );
+    ) else {
+        return;
+    };
     let stats = json(dir.path().join("stats.json"));
     assert_accounting(&stats);
     let drops =
@@ -188,12 +190,7 @@ wait $pid
 
 #[test]
 fn sigint_leaves_a_complete_file_and_sigkill_a_readable_one() {
-    if !can_run("capture") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    in_netns(
-        dir.path(),
+    let Some(dir) = netns_test(
         r#"
 $K capture -i kcb -w "$DIR/int.pcap.lz4" --json > "$DIR/int.json" 2> "$DIR/a.err" &
 a=$!
@@ -210,7 +207,9 @@ wait $a
 wait $b || true
 wait $snd
 "#,
-    );
+    ) else {
+        return;
+    };
     let sent = sent_frames(&dir.path().join("sent.pcap"));
     let stats = json(dir.path().join("int.json"));
     assert_accounting(&stats);
@@ -236,12 +235,7 @@ wait $snd
 
 #[test]
 fn generate_sends_100000_packets_that_capture_writes_byte_for_byte() {
-    if !can_run("capture") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    in_netns(
-        dir.path(),
+    let Some(dir) = netns_test(
         r#"
 $K capture -i kcb -c 100000 -w "$DIR/cap.pcap.lz4" --json > "$DIR/cap.json" 2> "$DIR/cap.err" &
 pid=$!
@@ -252,7 +246,9 @@ wait $pid
 # tshark, an independent reader, turns kansoku's lz4 trace into a plain pcap.
 tshark -r "$DIR/cap.pcap.lz4" -F nsecpcap -w "$DIR/tshark.pcap" 2>/dev/null
 "#,
-    );
+    ) else {
+        return;
+    };
     let gen = json(dir.path().join("gen.json"));
     assert_eq!(gen["packets"], 100_000, "{gen}");
     let pps = gen["pps"].as_f64().unwrap();
@@ -286,12 +282,7 @@ fn udp_to_50_130(frame: &[u8]) -> bool {
 
 #[test]
 fn rules_at_capture_write_only_what_passes_and_count_the_rest() {
-    if !can_run("capture") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    in_netns(
-        dir.path(),
+    let Some(dir) = netns_test(
         r#"
 printf '# UDP to domain, www and ntp only; the default rule rejects the rest\nip filter 10 pass * * udp * 50-130\n' > "$DIR/rules"
 $K capture -i kcb -c 20000 --rules "$DIR/rules" -w "$DIR/cap.pcap" --compress none --json > "$DIR/cap.json" 2> "$DIR/cap.err" &
@@ -300,7 +291,9 @@ wait_listening "$DIR/cap.err"
 $K generate -i kca -c 20000 --pps 20000 --size 64-300 --proto mix --ip mix -w "$DIR/sent.pcap" --compress none > /dev/null
 wait $pid
 "#,
-    );
+    ) else {
+        return;
+    };
     let sent = sent_frames(&dir.path().join("sent.pcap"));
     assert_eq!(sent.len(), 20_000);
     let expected: Vec<&Vec<u8>> = sent.iter().filter(|f| udp_to_50_130(f)).collect();
@@ -347,12 +340,7 @@ fn summary_totals(dir: &Path) -> (u64, usize) {
 
 #[test]
 fn profile_at_capture_writes_interval_summaries_that_add_up_exactly() {
-    if !can_run("capture") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    in_netns(
-        dir.path(),
+    let Some(dir) = netns_test(
         r#"
 $K capture -i kcb --profile "$DIR/with-w" --profile-interval 1 -w "$DIR/cap.pcap.lz4" --json > "$DIR/a.json" 2> "$DIR/a.err" &
 a=$!
@@ -369,7 +357,9 @@ kill -INT $a $b
 wait $a
 wait $b
 "#,
-    );
+    ) else {
+        return;
+    };
     let a = json(dir.path().join("a.json"));
     assert_accounting(&a);
     let (total, files) = summary_totals(&dir.path().join("with-w"));
@@ -396,12 +386,7 @@ wait $b
 
 #[test]
 fn fanout_over_two_rings_captures_every_packet_once() {
-    if !can_run("capture") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    in_netns(
-        dir.path(),
+    let Some(dir) = netns_test(
         r#"
 $K capture -i kcb --fanout 2 -w "$DIR/f.pcap" --compress none --json > "$DIR/f.json" 2> "$DIR/f.err" &
 pid=$!
@@ -411,7 +396,9 @@ sleep 0.5
 kill -INT $pid
 wait $pid
 "#,
-    );
+    ) else {
+        return;
+    };
     let stats = json(dir.path().join("f.json"));
     assert_accounting(&stats);
     assert_eq!(stats["rings"], 2, "{stats}");
