@@ -188,6 +188,9 @@ pub struct OutputArgs {
     /// Experiments: emulate a disk that writes this many MB/s (10^6 bytes), sleeping after each write.
     #[arg(long, value_name = "MB/S")]
     pub disk_mbps: Option<f64>,
+    /// Compression threads; the file is the same whatever the number. 1: blocks are compressed on the writing thread; N >= 2: by N threads while it goes on (zstd: by one, its blocks continue one frame). auto (default): 1 for lz4 and none, for zstd and gzip the cores less one, 1 to 4.
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = crate::sink::CompressThreads::parse)]
+    pub compress_threads: crate::sink::CompressThreads,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -15,6 +15,48 @@ use trace::{Record, Section, TsResolution};
 use crate::cli::{CompressArg, FormatArg, OutputArgs, PrecisionArg};
 use crate::error::{display_path, CliError, CliResult};
 
+/// `--compress-threads`: how many threads compress blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompressThreads {
+    /// Chosen by codec, see [`CompressThreads::resolve`].
+    Auto,
+    /// This many (0 and 1: on the writing thread).
+    Count(usize),
+}
+
+impl CompressThreads {
+    /// Parses `auto` or a number of threads.
+    pub fn parse(s: &str) -> Result<CompressThreads, String> {
+        if s == "auto" {
+            return Ok(CompressThreads::Auto);
+        }
+        match s.parse::<usize>() {
+            Ok(n) if n <= trace::write::MAX_THREADS => Ok(CompressThreads::Count(n)),
+            _ => Err(format!(
+                "expected auto or a number of threads 0..={}",
+                trace::write::MAX_THREADS
+            )),
+        }
+    }
+
+    /// The writer's thread count. `auto` gives lz4 and uncompressed output
+    /// one thread: lz4 compresses at several GB/s on one core (see
+    /// `trace::write::DEFAULT_BLOCK_SIZE`), faster than a 10 GbE link, so
+    /// handing blocks over would cost more than it frees. zstd and gzip
+    /// (some hundreds and some tens of MB/s per core) get the cores less
+    /// the one the capture's consumer runs on, at least 1 and at most 4.
+    pub fn resolve(self, codec: Codec) -> usize {
+        match (self, codec) {
+            (CompressThreads::Count(n), _) => n,
+            (CompressThreads::Auto, Codec::Lz4 | Codec::None) => 1,
+            (CompressThreads::Auto, Codec::Zstd | Codec::Gzip) => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                cores.saturating_sub(1).clamp(1, 4)
+            }
+        }
+    }
+}
+
 /// A writer that is opened when the first record arrives, so that pcap
 /// output can take its timestamp precision from the input's first interface.
 pub struct Sink {
@@ -75,6 +117,7 @@ impl Sink {
         if let Some(kib) = args.block_size {
             config.block_size = kib.saturating_mul(1024);
         }
+        config.threads = args.compress_threads.resolve(config.codec);
         config
             .validate()
             .map_err(|e| CliError::input(e.to_string()))?;

@@ -171,6 +171,71 @@ fn lz4_output_meets_the_size_bounds() {
     }
 }
 
+/// `--compress-threads N` changes who compresses, not what is written: the
+/// file and its index are byte for byte the one-thread ones, for the codecs
+/// whose blocks are independent and for zstd (one frame, one thread).
+#[test]
+fn compress_threads_write_the_same_file_as_one_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.pcap");
+    run_ok(&[
+        "synth",
+        "-c",
+        "6000",
+        "--size",
+        "1518",
+        "--payload",
+        "random",
+        "-w",
+        p(&input),
+        "--compress",
+        "none",
+    ]);
+    for (codec, ext) in [("gzip", "gz"), ("lz4", "lz4"), ("zstd", "zst")] {
+        let one = dir.path().join(format!("one.pcap.{ext}"));
+        let three = dir.path().join(format!("three.pcap.{ext}"));
+        for (out, n) in [(&one, "1"), (&three, "3")] {
+            run_ok(&[
+                "read",
+                "-r",
+                p(&input),
+                "-w",
+                p(out),
+                "--compress",
+                codec,
+                "--compress-threads",
+                n,
+            ]);
+        }
+        let bytes = |f: &std::path::Path| std::fs::read(f).unwrap();
+        assert_eq!(bytes(&one), bytes(&three), "{codec}: files differ");
+        let kidx = |f: &std::path::Path| bytes(&trace::index::index_path(f));
+        assert_eq!(kidx(&one), kidx(&three), "{codec}: indexes differ");
+        let (recs, cut) = read_all(&three);
+        assert!(!cut, "{codec}: cut short");
+        let packets = recs
+            .iter()
+            .filter(|r| matches!(r, Owned::Packet { .. }))
+            .count();
+        assert_eq!(packets, 6000, "{codec}");
+    }
+    let out = run(&[
+        "read",
+        "-r",
+        p(&input),
+        "-w",
+        p(&dir.path().join("x.lz4")),
+        "--compress-threads",
+        "many",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--compress-threads"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn errors_name_the_file_and_exit_2_and_cut_files_warn_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();

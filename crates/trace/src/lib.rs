@@ -13,7 +13,9 @@
 //!   pay, one zstd frame flushed per block, or gzip members. Each finished
 //!   block reaches the file in one write, then its entry in the sidecar seek
 //!   [`index`], so a killed writer leaves a file readable to its last block.
-//!   [`rotate::RotatingWriter`] adds tcpdump's `-C`/`-G`.
+//!   [`rotate::RotatingWriter`] adds tcpdump's `-C`/`-G`. With
+//!   [`WriterConfig::threads`], blocks are compressed by a pool of threads
+//!   and still written in order, one write each: the same file.
 //! - Windowed reads: [`window::open_window`] decodes only the blocks whose
 //!   time range meets the window.
 //!

@@ -16,6 +16,12 @@
 //! own, and in pcapng every later run of non-packet blocks starts a new chunk
 //! flagged as metadata, so a windowed read ([`crate::window`]) can replay all
 //! metadata before the packets it decodes.
+//!
+//! With [`WriterConfig::threads`] of 2 or more, chunks are encoded by a pool
+//! of compression threads while the caller goes on gathering records; the
+//! caller still writes each chunk, in order, in one `write` followed by its
+//! index entry, so the file, the index and the crash guarantee are the same
+//! as with one thread.
 
 use std::fmt;
 use std::fs::File;
@@ -25,7 +31,8 @@ use std::str::FromStr;
 
 use wire::LinkType;
 
-use crate::compress::{check_level, ChunkEncoder};
+use crate::compress::pool::{Done, EncoderPool, Job, Work};
+use crate::compress::{check_level, ChunkEncoder, ChunkReport};
 use crate::error::{Error, Result};
 use crate::format::{pcap, pcapng, Codec};
 use crate::index::{self, IndexEntry, IndexWriter, FLAG_METADATA, FLAG_RAW};
@@ -92,6 +99,8 @@ pub const MAX_BLOCK_SIZE: usize = 64 * 1024;
 pub const DEFAULT_BLOCK_SIZE: usize = 32 * 1024;
 /// tcpdump's default snap length.
 pub const DEFAULT_SNAPLEN: u32 = 262_144;
+/// The most compression threads a writer starts.
+pub const MAX_THREADS: usize = 64;
 
 /// How to write a trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,6 +138,19 @@ pub struct WriterConfig {
     /// [`DiskThrottle`]). For experiments that reproduce the disk-bound
     /// regime of papers 000 and 003 on a fast machine; `None` by default.
     pub disk_bytes_per_sec: Option<u64>,
+    /// Compression threads (at most [`MAX_THREADS`]). 0 or 1, the default:
+    /// chunks are compressed on the thread that writes records. 2 or more:
+    /// a pool of that many threads compresses chunks while the caller keeps
+    /// gathering records, and the caller writes the results in order (at
+    /// most two chunks per thread are in flight; when they are, the caller
+    /// waits for the oldest). LZ4, gzip and uncompressed files are byte for
+    /// byte those one thread writes. zstd uses one compression thread
+    /// whatever the number: its chunks continue one frame's compressor
+    /// state, so they cannot be compressed side by side (see
+    /// [`TraceWriter`]). [`TraceWriter::stats`] counts what is in the sink,
+    /// so it trails by the chunks in flight, and rotation by size
+    /// ([`crate::rotate`]) reacts that much later.
+    pub threads: usize,
 }
 
 impl Default for WriterConfig {
@@ -144,13 +166,20 @@ impl Default for WriterConfig {
             sync: false,
             flush_each_record: false,
             disk_bytes_per_sec: None,
+            threads: 1,
         }
     }
 }
 
 impl WriterConfig {
-    /// Checks the block size and the level.
+    /// Checks the block size, the level and the thread count.
     pub fn validate(&self) -> Result<()> {
+        if self.threads > MAX_THREADS {
+            return Err(Error::Config(format!(
+                "{} compression threads is too many (expected 0..={MAX_THREADS})",
+                self.threads
+            )));
+        }
         if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&self.block_size) {
             return Err(Error::Config(format!(
                 "block size {} is out of range (expected {MIN_BLOCK_SIZE}..={MAX_BLOCK_SIZE} bytes)",
@@ -244,10 +273,40 @@ struct ChunkState {
     metadata: bool,
 }
 
+/// What the writer keeps of a chunk while a compression thread encodes it.
+#[derive(Clone, Copy, Debug)]
+struct ChunkMeta {
+    /// Bytes of stream header (the LZ4 frame's) before the encoded chunk.
+    header_len: usize,
+    chunk: ChunkState,
+}
+
 /// Writes one trace to a sink.
 ///
 /// Dropping a writer without [`finish`](TraceWriter::finish) leaves what a
-/// crash would: everything up to the last completed chunk.
+/// crash would: everything up to the last completed chunk. With compression
+/// threads, the chunks already handed to them are waited for and written,
+/// in order; the records not yet in a chunk are not.
+///
+/// # Compression threads and zstd
+///
+/// zstd output stays one frame with several threads, written by one
+/// compression thread in order (the file is the one a single thread writes).
+/// The alternatives were checked and rejected:
+/// - a zstd frame per chunk would let chunks be compressed side by side,
+///   but tshark 4.0 (Debian 12) cannot read a file of a few hundred
+///   concatenated zstd (or LZ4) frames: it reads some, then takes compressed
+///   bytes for pcap records ("appears to be damaged or corrupt ... File has
+///   367936898-byte packet"), while a two-frame file reads fine;
+/// - zstd's own threads (`ZSTD_c_nbWorkers`) parallelise jobs of at least
+///   512 KiB, but every chunk ends with a flush, and `ZSTD_compressStream2`
+///   returns from a flush only once everything given so far is compressed
+///   and written out: one 32 KiB job at a time, so no gain, and the crash
+///   guarantee needs that flush per chunk.
+///
+/// So a thread count above one moves zstd compression off the caller's
+/// thread but gives it one core; for more than one core of compression,
+/// use LZ4 or gzip.
 pub struct TraceWriter<W: Write> {
     sink: W,
     cfg: WriterConfig,
@@ -274,6 +333,11 @@ pub struct TraceWriter<W: Write> {
     section_open: bool,
     /// pcapng: link type and resolution of the current section's interfaces.
     ifaces: Vec<(LinkType, TsResolution)>,
+    /// The compression threads, when `cfg.threads` is 2 or more.
+    pool: Option<EncoderPool<ChunkMeta>>,
+    /// A chunk failed to encode or write: later chunks are not written,
+    /// which would leave a hole in the file.
+    failed: bool,
 }
 
 impl TraceWriter<File> {
@@ -313,6 +377,21 @@ impl<W: Write> TraceWriter<W> {
     pub fn new(sink: W, cfg: WriterConfig) -> Result<Self> {
         cfg.validate()?;
         let enc = ChunkEncoder::new(cfg.codec, cfg.level)?;
+        let pool = if cfg.threads >= 2 {
+            // zstd chunks continue one compressor state: one thread (see
+            // the type's documentation).
+            let workers = if cfg.codec == Codec::Zstd {
+                1
+            } else {
+                cfg.threads
+            };
+            let encoders = (0..workers)
+                .map(|_| ChunkEncoder::new(cfg.codec, cfg.level))
+                .collect::<Result<Vec<_>>>()?;
+            Some(EncoderPool::new(encoders, 2 * cfg.threads)?)
+        } else {
+            None
+        };
         Ok(TraceWriter {
             throttle: cfg.disk_bytes_per_sec.map(DiskThrottle::new),
             sink,
@@ -331,6 +410,8 @@ impl<W: Write> TraceWriter<W> {
             pcap_section_seen: false,
             section_open: false,
             ifaces: Vec::new(),
+            pool,
+            failed: false,
         })
     }
 
@@ -464,6 +545,7 @@ impl<W: Write> TraceWriter<W> {
         if !self.block.is_empty() {
             self.flush_chunk(self.block.len())?;
         }
+        self.collect(true)?;
         self.sink
             .flush()
             .map_err(|e| Error::io("flushing the trace", e))
@@ -483,19 +565,21 @@ impl<W: Write> TraceWriter<W> {
         if !self.block.is_empty() {
             self.flush_chunk(self.block.len())?;
         }
-        self.out.clear();
-        if !self.begun {
-            self.enc.begin(&mut self.out);
-            self.begun = true;
-        }
-        self.enc.finish(&mut self.out)?;
-        self.sink
-            .write_all(&self.out)
-            .and_then(|()| self.sink.flush())
-            .map_err(|e| Error::io("writing the end of the trace", e))?;
-        self.stats.bytes_out += self.out.len() as u64;
-        if let Some(t) = self.throttle.as_mut() {
-            t.wrote(self.out.len());
+        if self.pool.is_some() {
+            // The end of a zstd frame belongs to the thread that holds the
+            // frame's state; for the other codecs any encoder writes it.
+            self.submit(Work::End, Vec::new(), ChunkState::default())?;
+            self.collect(true)?;
+        } else {
+            let mut out = std::mem::take(&mut self.out);
+            out.clear();
+            self.begin_into(&mut out);
+            let r = self
+                .enc
+                .finish(&mut out)
+                .and_then(|()| self.write_end(&out));
+            self.out = out;
+            r?;
         }
         if let Some(sync) = self.sync {
             sync(&self.sink).map_err(|e| Error::io("syncing the trace", e))?;
@@ -505,7 +589,7 @@ impl<W: Write> TraceWriter<W> {
                 ix.sync()?;
             }
         }
-        Ok(self.stats)
+        Ok(std::mem::take(&mut self.stats))
     }
 
     /// Cuts `data` to the snap length.
@@ -629,18 +713,63 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// Writes `block[..len]` as one chunk: encode, one write, then its index
-    /// entry; the rest of the block moves to the front.
+    /// entry; the rest of the block moves to the front. With compression
+    /// threads the chunk is handed to them instead, and whatever chunks they
+    /// have finished are written, in order.
     fn flush_chunk(&mut self, len: usize) -> Result<()> {
-        self.out.clear();
-        let mut header_len = 0;
-        if !self.begun {
-            self.enc.begin(&mut self.out);
-            header_len = self.out.len();
-            self.begun = true;
+        let c = std::mem::take(&mut self.chunk);
+        if self.pool.is_some() {
+            let cap = self.cfg.block_size + 2048;
+            let mut input = self.pool.as_mut().map_or_else(Vec::new, |p| p.buffer(cap));
+            if len == self.block.len() {
+                // The usual case: the whole block is the chunk; hand it over
+                // and gather the next one in a recycled buffer.
+                std::mem::swap(&mut input, &mut self.block);
+            } else {
+                input.extend_from_slice(&self.block[..len]);
+                self.block.drain(..len);
+            }
+            self.submit(Work::Chunk, input, c)?;
+            return self.collect(false);
         }
-        let chunk = &self.block[..len];
-        let rep = self.enc.encode_chunk(chunk, &mut self.out)?;
-        self.sink.write_all(&self.out).map_err(|e| {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let header_len = self.begin_into(&mut out);
+        let r = self
+            .enc
+            .encode_chunk(&self.block[..len], &mut out)
+            .and_then(|rep| self.write_chunk(&out, header_len, len, c, rep));
+        self.out = out;
+        if len == self.block.len() {
+            self.block.clear();
+        } else {
+            self.block.drain(..len);
+        }
+        r
+    }
+
+    /// Appends the stream header to the empty `out` if it has not been
+    /// written yet, and returns its length.
+    fn begin_into(&mut self, out: &mut Vec<u8>) -> usize {
+        if self.begun {
+            return 0;
+        }
+        self.enc.begin(out);
+        self.begun = true;
+        out.len()
+    }
+
+    /// The single `write` of an encoded chunk (`out`, of which the first
+    /// `header_len` bytes are the stream header), then its index entry.
+    fn write_chunk(
+        &mut self,
+        out: &[u8],
+        header_len: usize,
+        len: usize,
+        c: ChunkState,
+        rep: ChunkReport,
+    ) -> Result<()> {
+        self.sink.write_all(out).map_err(|e| {
             Error::io(
                 format!(
                     "writing chunk {} at file offset {}",
@@ -650,19 +779,18 @@ impl<W: Write> TraceWriter<W> {
             )
         })?;
         if let Some(t) = self.throttle.as_mut() {
-            t.wrote(self.out.len());
+            t.wrote(out.len());
         }
         if let Some(sync) = self.sync {
             sync(&self.sink).map_err(|e| Error::io("syncing the trace", e))?;
         }
-        let c = self.chunk;
         let mut flags = if c.metadata { FLAG_METADATA } else { 0 };
         if rep.blocks > 0 && rep.raw_blocks == rep.blocks {
             flags |= FLAG_RAW;
         }
         let entry = IndexEntry {
             comp_offset: self.comp_offset + header_len as u64,
-            comp_len: (self.out.len() - header_len) as u64,
+            comp_len: (out.len() - header_len) as u64,
             decomp_offset: self.decomp_offset,
             decomp_len: len as u64,
             first_ts: c.first_ts,
@@ -670,24 +798,109 @@ impl<W: Write> TraceWriter<W> {
             packets: c.packets,
             flags,
         };
-        self.comp_offset += self.out.len() as u64;
+        self.comp_offset += out.len() as u64;
         self.decomp_offset += len as u64;
         self.stats.bytes_in += len as u64;
-        self.stats.bytes_out += self.out.len() as u64;
+        self.stats.bytes_out += out.len() as u64;
         self.stats.chunks += 1;
         self.stats.blocks += rep.blocks;
         self.stats.raw_blocks += rep.raw_blocks;
-        self.chunk = ChunkState::default();
-        if len == self.block.len() {
-            self.block.clear();
-        } else {
-            self.block.drain(..len);
-        }
         if let Some(ix) = self.index.as_mut() {
             ix.append(&entry)?;
         }
         Ok(())
     }
+
+    /// Writes the end of the stream.
+    fn write_end(&mut self, out: &[u8]) -> Result<()> {
+        self.sink
+            .write_all(out)
+            .and_then(|()| self.sink.flush())
+            .map_err(|e| Error::io("writing the end of the trace", e))?;
+        self.stats.bytes_out += out.len() as u64;
+        if let Some(t) = self.throttle.as_mut() {
+            t.wrote(out.len());
+        }
+        Ok(())
+    }
+
+    /// Hands a job to the compression threads; the stream header goes in
+    /// front of the first job's output, as [`flush_chunk`](Self::flush_chunk)
+    /// puts it in the first chunk's write.
+    fn submit(&mut self, work: Work, input: Vec<u8>, chunk: ChunkState) -> Result<()> {
+        if self.failed {
+            return Err(failed_before());
+        }
+        let cap = self.cfg.block_size + self.cfg.block_size / 8 + 64;
+        let mut out = self.pool.as_mut().map_or_else(Vec::new, |p| p.buffer(cap));
+        let header_len = self.begin_into(&mut out);
+        let job = Job {
+            work,
+            input,
+            out,
+            meta: ChunkMeta { header_len, chunk },
+        };
+        match self.pool.as_mut() {
+            Some(p) => p.submit(job).inspect_err(|_| self.failed = true),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the chunks the compression threads have finished, in order:
+    /// those ready now, waiting only while too many are in flight; with
+    /// `all`, every chunk handed over. Without threads there is nothing to
+    /// do.
+    fn collect(&mut self, all: bool) -> Result<()> {
+        loop {
+            let Some(pool) = self.pool.as_mut() else {
+                return Ok(());
+            };
+            if self.failed {
+                return Err(failed_before());
+            }
+            let wait = all || pool.is_full();
+            let Done { job, result } = match pool.next(wait) {
+                Ok(Some(d)) => d,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    self.failed = true;
+                    return Err(e);
+                }
+            };
+            let r = result.and_then(|rep| match job.work {
+                Work::Chunk => self.write_chunk(
+                    &job.out,
+                    job.meta.header_len,
+                    job.input.len(),
+                    job.meta.chunk,
+                    rep,
+                ),
+                Work::End => self.write_end(&job.out),
+            });
+            if let Some(pool) = self.pool.as_mut() {
+                pool.recycle(job.input);
+                pool.recycle(job.out);
+            }
+            if let Err(e) = r {
+                self.failed = true;
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl<W: Write> Drop for TraceWriter<W> {
+    /// Writes the chunks already handed to compression threads, as a crash
+    /// after their writes would leave them; errors cannot be reported here.
+    fn drop(&mut self) {
+        if self.pool.is_some() && !self.failed {
+            let _ = self.collect(true);
+        }
+    }
+}
+
+fn failed_before() -> Error {
+    Error::Config("an earlier chunk failed; the trace writer stopped".into())
 }
 
 #[cfg(test)]

@@ -13,9 +13,18 @@
 //! - [`zstd`]: one zstd frame, flushed at every chunk boundary.
 //! - [`gzip`]: one gzip member per chunk (RFC 1952 §2.2 allows many members).
 //! - none: the chunk's bytes as they are.
+//!
+//! With more than one compression thread, the writer hands chunks to a
+//! pool of threads (`pool.rs`), each with its own encoder, and writes the results in
+//! order. That needs chunks that do not depend on the encoder's state: true
+//! of LZ4 (independent blocks, no content checksum), gzip members and plain
+//! bytes, so those files are byte for byte the ones one thread writes. A
+//! zstd chunk continues the frame's compressor state, so zstd gets a single
+//! compression thread (see `write::TraceWriter`'s `threads`).
 
 pub mod gzip;
 pub mod lz4;
+pub(crate) mod pool;
 pub mod zstd;
 
 use crate::error::{Error, Result};
@@ -90,6 +99,16 @@ impl ChunkEncoder {
             Codec::Zstd => ChunkEncoder::Zstd(zstd::ZstdChunkEncoder::new(level.unwrap_or(1))?),
             Codec::Gzip => ChunkEncoder::Gzip(gzip::GzipChunkEncoder::new(level.unwrap_or(1))),
         })
+    }
+
+    /// The codec's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ChunkEncoder::None => "none",
+            ChunkEncoder::Lz4(_) => "lz4",
+            ChunkEncoder::Zstd(_) => "zstd",
+            ChunkEncoder::Gzip(_) => "gzip",
+        }
     }
 
     /// Appends what the stream needs before its first chunk (the LZ4 frame
