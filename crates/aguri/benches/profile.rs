@@ -211,7 +211,9 @@ fn run(name: &str, t: &Trace) {
         best_of(|| {
             let mut p = cfg.build().expect("config");
             for (ts, len, k) in &keys {
-                black_box(p.add(*ts, k, *len));
+                if let Some(s) = p.add(*ts, k, *len) {
+                    black_box(s);
+                }
             }
             let s = p.finish().expect("one summary");
             s.sections[0].entries.len() as u64
@@ -225,7 +227,9 @@ fn run(name: &str, t: &Trace) {
     let profile = best_of(|| {
         let mut p = ProfilerConfig::default().build().expect("config");
         for &(ts, len, at) in &t.packets {
-            black_box(p.add_frame(LinkType::Ethernet, ts, len, t.frame(at)));
+            if let Some(s) = p.add_frame(LinkType::Ethernet, ts, len, t.frame(at)) {
+                black_box(s);
+            }
         }
         let s = p.finish().expect("one summary");
         s.sections[0].entries.len() as u64

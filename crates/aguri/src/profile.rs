@@ -34,8 +34,9 @@ type Pending = (FlowKeys, u64);
 pub const DEFAULT_BUDGET: usize = 4096;
 /// Flows the flow table in front of the trees holds by default (one
 /// 64-byte slot each: 2 MiB). See [`crate::flows`]: on the benchmark's
-/// heavy-tailed trace a table this size takes about 60% of the packets
-/// off the trees; bench/profile-throughput.md has the figures.
+/// heavy-tailed trace a table this size takes two thirds of the packets
+/// off the trees, on its active-flows trace six in seven (each flow reaches
+/// the trees once); bench/profile-throughput.md has the figures.
 pub const DEFAULT_FLOW_SLOTS: usize = 32 * 1024;
 /// The default threshold, in percent of the interval's total.
 pub const DEFAULT_THRESHOLD: f64 = 1.0;
@@ -325,12 +326,12 @@ impl Profiler {
         let done = self.enter(ts_ns);
         let v = key.version();
         self.pending.push((
-            FlowKeys {
-                src: address_key(key.src),
-                dst: address_key(key.dst),
-                sport: (port_key(v, key.protocol, key.src_port) >> 96) as u32,
-                dport: (port_key(v, key.protocol, key.dst_port) >> 96) as u32,
-            },
+            FlowKeys::new(
+                address_key(key.src),
+                address_key(key.dst),
+                (port_key(v, key.protocol, key.src_port) >> 96) as u32,
+                (port_key(v, key.protocol, key.dst_port) >> 96) as u32,
+            ),
             u64::from(bytes),
         ));
         if self.pending.len() >= BATCH {
