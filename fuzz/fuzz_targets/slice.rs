@@ -30,6 +30,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if let Some(t) = s.five_tuple() {
         let _ = write!(out, "{t}");
     }
+    // The integer form of the flow agrees with the typed one.
+    assert_eq!(s.flow_bits().is_some(), s.network().is_some());
+    if let (Some(b), Some(t)) = (s.flow_bits(), s.five_tuple()) {
+        assert_eq!((b.src_port, b.dst_port), (t.src_port, t.dst_port));
+    }
     if let Some(f) = s.tcp_flags() {
         let _ = write!(out, "{f}");
     }

@@ -187,8 +187,8 @@ fn run(name: &str, t: &Trace) {
         let mut sum = 0u64;
         for &(_, len, at) in &t.packets {
             let s = wire::slice(LinkType::Ethernet, t.frame(at));
-            if let Some(k) = FlowKey::of(&s) {
-                sum = sum.wrapping_add(u64::from(len) ^ u64::from(k.src_port));
+            if let Some(k) = s.flow_bits() {
+                sum = sum.wrapping_add(u64::from(len) ^ u64::from(k.src_port) ^ k.src as u64);
             }
         }
         sum

@@ -60,6 +60,20 @@ impl FlowKeys {
         }
     }
 
+    /// The keys of a sliced frame's flow (what [`crate::FlowKey`] would give).
+    #[inline]
+    pub fn of_bits(b: &wire::FlowBits) -> FlowKeys {
+        let addr = |a: u128| {
+            if b.version == 4 {
+                crate::label::V4_MAPPED | a
+            } else {
+                a
+            }
+        };
+        let port = |p: u16| (crate::label::port_key(b.version, b.protocol, p) >> 96) as u32;
+        FlowKeys::new(addr(b.src), addr(b.dst), port(b.src_port), port(b.dst_port))
+    }
+
     /// The key of tree `i` (source, destination, source port, destination port).
     #[inline]
     pub fn tree_key(&self, i: usize) -> u128 {
@@ -205,28 +219,37 @@ impl FlowTable {
     #[inline]
     fn add_at(&mut self, k: &FlowKeys, bytes: u64, i: usize, j: usize) -> Option<Departed> {
         self.clock = self.clock.wrapping_add(1);
-        let fresh = self.fresh(k, bytes);
+        let clock = self.clock;
         for s in [i, i + 1, j, j + 1] {
             let slot = &mut self.slots[s];
             if slot.packets != 0 && slot.keys == *k {
-                if slot.packets == u32::MAX {
-                    // Full: the flow so far leaves, and it starts again here.
-                    let old = std::mem::replace(slot, fresh);
-                    return Some(old.departed());
+                if slot.packets < u32::MAX {
+                    slot.bytes += bytes;
+                    slot.packets += 1;
+                    slot.stamp = clock;
+                    return None;
                 }
-                slot.bytes += bytes;
-                slot.packets += 1;
-                slot.stamp = self.clock;
-                return None;
+                // Full: the flow so far leaves, and it starts again here.
+                return self.replace(s, k, bytes);
             }
         }
         let mut victim = i;
+        let mut oldest = self.age(i);
         for s in [i + 1, j, j + 1] {
-            if self.age(s) > self.age(victim) {
-                victim = s;
+            let a = self.age(s);
+            if a > oldest {
+                (victim, oldest) = (s, a);
             }
         }
-        let old = std::mem::replace(&mut self.slots[victim], fresh);
+        self.replace(victim, k, bytes)
+    }
+
+    /// Puts the first packet of flow `k` in slot `s`, returning the flow
+    /// that held it.
+    #[inline]
+    fn replace(&mut self, s: usize, k: &FlowKeys, bytes: u64) -> Option<Departed> {
+        let fresh = self.fresh(k, bytes);
+        let old = std::mem::replace(&mut self.slots[s], fresh);
         if old.packets == 0 {
             self.held += 1;
             return None;

@@ -80,6 +80,25 @@ impl fmt::Display for FiveTuple {
     }
 }
 
+/// A flow's fields as plain integers, for hot paths that hash, compare or
+/// aggregate flows and have no use for [`IpAddr`]: what
+/// [`Slice::flow_bits`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlowBits {
+    /// 4 or 6.
+    pub version: u8,
+    /// The upper-layer protocol number, as in [`NetworkInfo::protocol`].
+    pub protocol: u8,
+    /// The source address as a big-endian integer (IPv4 in the low 32 bits).
+    pub src: u128,
+    /// The destination address, likewise.
+    pub dst: u128,
+    /// 0 where [`Slice::five_tuple`] has none (no ports in the protocol, a
+    /// later fragment, or the ports cut off).
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
 const NONE: u32 = u32::MAX;
 const FRAG: u8 = 1;
 const MORE_FRAGS: u8 = 2;
@@ -474,6 +493,44 @@ impl<'a> Slice<'a> {
             src: n.src,
             dst: n.dst,
             protocol: n.protocol,
+            src_port,
+            dst_port,
+        })
+    }
+
+    /// The network layer's addresses and protocol with the ports when the
+    /// five-tuple has them (else 0), as integers: the same facts as
+    /// [`network`](Self::network) and [`five_tuple`](Self::five_tuple)
+    /// together, read straight from the frame. `None` without an IP layer.
+    #[inline]
+    pub fn flow_bits(&self) -> Option<FlowBits> {
+        let l3 = self.l3 as usize;
+        let (src, dst) = match self.ip_version {
+            4 => {
+                let b = self.frame.get(l3 + 12..l3 + 20)?;
+                (u128::from(be32(&b[..4])), u128::from(be32(&b[4..])))
+            }
+            6 => {
+                let b: &[u8; 32] = self.frame.get(l3 + 8..l3 + 40)?.try_into().ok()?;
+                let (s, d) = b.split_at(16);
+                (
+                    u128::from_be_bytes(s.try_into().ok()?),
+                    u128::from_be_bytes(d.try_into().ok()?),
+                )
+            }
+            _ => return None,
+        };
+        let ports = if IpProtocol::from(self.protocol).has_ports() {
+            self.l4_bytes(4)
+        } else {
+            None
+        };
+        let (src_port, dst_port) = ports.map_or((0, 0), |b| (be16(&b[0..2]), be16(&b[2..4])));
+        Some(FlowBits {
+            version: self.ip_version,
+            protocol: self.protocol,
+            src,
+            dst,
             src_port,
             dst_port,
         })

@@ -30,6 +30,24 @@ fn padded(unit: usize, max: usize) -> impl Strategy<Value = Vec<u8>> {
     (0..=max / unit).prop_flat_map(move |n| proptest::collection::vec(any::<u8>(), n * unit))
 }
 
+/// An Ethernet frame with EtherType `et`, then `ver` (an IP version and
+/// header length byte), then `bytes`.
+fn prefixed_frame(et: u16, ver: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&et.to_be_bytes());
+    f.push(ver);
+    f.extend_from_slice(bytes);
+    f
+}
+
+/// An address as `FlowBits` holds it.
+fn addr_bits(a: IpAddr) -> u128 {
+    match a {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
 proptest! {
     #[test]
     fn ethernet_round_trip(d in any::<[u8; 6]>(), s in any::<[u8; 6]>(), t in ethertype()) {
@@ -155,12 +173,40 @@ proptest! {
     fn slice_never_panics_past_the_link(et in prop::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x88a8]),
                                         ver in prop::sample::select(vec![0x45u8, 0x46, 0x4f, 0x60]),
                                         bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
-        let mut f = vec![0u8; 12];
-        f.extend_from_slice(&et.to_be_bytes());
-        f.push(ver);
-        f.extend_from_slice(&bytes);
+        let f = prefixed_frame(et, ver, &bytes);
         let s = slice(LinkType::Ethernet, &f);
         let _ = (s.five_tuple(), s.tcp_flags(), s.icmp(), s.to_string());
+    }
+
+    /// `flow_bits` says what `network` and `five_tuple` say, on frames that
+    /// reach the deeper layers (valid prefixes, random bytes after them).
+    #[test]
+    fn flow_bits_agree_with_network_and_five_tuple(et in prop::sample::select(vec![0x0800u16, 0x86dd, 0x8100]),
+                                                   ver in prop::sample::select(vec![0x45u8, 0x46, 0x60]),
+                                                   proto in prop::sample::select(vec![6u8, 17, 1, 0, 44, 58, 132]),
+                                                   frag in prop::sample::select(vec![0u16, 0x2000, 0x0001, 0x4000]),
+                                                   bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
+        let mut f = prefixed_frame(et, ver, &bytes);
+        // Put the protocol and fragment fields where IPv4 or IPv6 has them.
+        if ver >> 4 == 4 && f.len() >= 34 {
+            f[20..22].copy_from_slice(&frag.to_be_bytes());
+            f[23] = proto;
+        } else if f.len() >= 21 {
+            f[20] = proto;
+        }
+        let s = slice(LinkType::Ethernet, &f);
+        let want = s.network().map(|n| {
+            let (sp, dp) = s.five_tuple().map_or((0, 0), |t| (t.src_port, t.dst_port));
+            wire::FlowBits {
+                version: n.version,
+                protocol: n.protocol.into(),
+                src: addr_bits(n.src),
+                dst: addr_bits(n.dst),
+                src_port: sp,
+                dst_port: dp,
+            }
+        });
+        prop_assert_eq!(s.flow_bits(), want);
     }
 
     /// Frames built by emit slice back to what they were built from.
@@ -218,5 +264,9 @@ proptest! {
         }
         prop_assert_eq!(s.tcp_flags().is_some(), proto == IpProtocol::Tcp);
         prop_assert_eq!(&f[s.payload_offset().unwrap()..], &payload[..]);
+        let b = s.flow_bits().unwrap();
+        prop_assert_eq!((b.version, b.protocol), (if v6 { 6 } else { 4 }, u8::from(proto)));
+        prop_assert_eq!((b.src_port, b.dst_port), (t.src_port, t.dst_port));
+        prop_assert_eq!((b.src, b.dst), (addr_bits(src), addr_bits(dst)));
     }
 }
