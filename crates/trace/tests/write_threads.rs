@@ -5,26 +5,20 @@
 //! reads threaded files; a writer dropped without `finish` leaves a prefix
 //! that its index describes, and a failing sink surfaces as an error.
 
+mod common;
+
 use std::io::{self, Write};
-use std::path::Path;
 use std::process::Command;
 
+use common::{read_packets, write_file, Pkt};
 use trace::index::{index_path, read_index};
 use trace::window::open_window;
-use trace::write::{OutputFormat, TraceWriter, WriteStats, WriterConfig};
-use trace::{Codec, LinkType, Record, TraceReader};
+use trace::write::{OutputFormat, TraceWriter, WriterConfig};
+use trace::{Codec, LinkType, TraceReader};
 
 const CODECS: [Codec; 4] = [Codec::None, Codec::Lz4, Codec::Zstd, Codec::Gzip];
 const FORMATS: [OutputFormat; 2] = [OutputFormat::Pcap, OutputFormat::Pcapng];
 const T0: u64 = 1_700_000_000_000_000_000;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Pkt {
-    link: LinkType,
-    ts: u64,
-    orig_len: u32,
-    data: Vec<u8>,
-}
 
 /// Packets in runs of compressible (fixed payload) and incompressible
 /// (random) frames of varied sizes, so LZ4 stores some blocks raw; in pcapng
@@ -72,29 +66,6 @@ fn config(format: OutputFormat, codec: Codec, threads: usize) -> WriterConfig {
         block_size: 8192,
         ..WriterConfig::default()
     }
-}
-
-fn write_file(path: &Path, cfg: WriterConfig, pkts: &[Pkt]) -> WriteStats {
-    let mut w = TraceWriter::create(path, cfg).unwrap();
-    for p in pkts {
-        w.write_packet(p.link, p.ts, p.orig_len, &p.data).unwrap();
-    }
-    w.finish().unwrap()
-}
-
-fn read_packets(mut r: TraceReader) -> Vec<Pkt> {
-    let mut out = Vec::new();
-    while let Some(rec) = r.next_record().unwrap() {
-        if let Record::Packet(p) = rec {
-            out.push(Pkt {
-                link: p.link_type,
-                ts: p.ts_nanos(),
-                orig_len: p.orig_len,
-                data: p.data.to_vec(),
-            });
-        }
-    }
-    out
 }
 
 fn name(format: OutputFormat, codec: Codec, threads: usize) -> String {

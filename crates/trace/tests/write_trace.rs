@@ -2,9 +2,12 @@
 //! `TraceReader`, the LZ4 frame parsed on its own, crash truncation,
 //! windowed reads, rotation, and stock tshark reading the files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::{read_packets, write_file, Pkt};
 use trace::compress::lz4::RAW_FLAG;
 use trace::index::{index_path, read_index};
 use trace::rotate::{RotateConfig, RotatingWriter};
@@ -18,15 +21,6 @@ use trace::{
 const CODECS: [Codec; 4] = [Codec::Lz4, Codec::Zstd, Codec::Gzip, Codec::None];
 const FORMATS: [OutputFormat; 2] = [OutputFormat::Pcap, OutputFormat::Pcapng];
 const T0: u64 = 1_700_000_000_123_456_789;
-
-/// One packet as written and as read back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Pkt {
-    link: LinkType,
-    ts: u64,
-    orig_len: u32,
-    data: Vec<u8>,
-}
 
 struct XorShift(u64);
 impl XorShift {
@@ -75,29 +69,6 @@ fn cfg(format: OutputFormat, codec: Codec) -> WriterConfig {
         nanos: true,
         ..WriterConfig::default()
     }
-}
-
-fn write_file(path: &Path, cfg: WriterConfig, pkts: &[Pkt]) -> trace::write::WriteStats {
-    let mut w = TraceWriter::create(path, cfg).unwrap();
-    for p in pkts {
-        w.write_packet(p.link, p.ts, p.orig_len, &p.data).unwrap();
-    }
-    w.finish().unwrap()
-}
-
-fn read_packets(mut r: TraceReader) -> Vec<Pkt> {
-    let mut out = Vec::new();
-    while let Some(rec) = r.next_record().unwrap() {
-        if let Record::Packet(p) = rec {
-            out.push(Pkt {
-                link: p.link_type,
-                ts: p.ts_nanos(),
-                orig_len: p.orig_len,
-                data: p.data.to_vec(),
-            });
-        }
-    }
-    out
 }
 
 fn read_file(path: &Path) -> Vec<Pkt> {
