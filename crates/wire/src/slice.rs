@@ -431,25 +431,36 @@ impl<'a> Slice<'a> {
         (self.l4 != NONE).then_some(self.l4 as usize)
     }
 
-    /// The IP layer.
-    pub fn network(&self) -> Option<NetworkInfo> {
+    /// The IP addresses as big-endian integers (IPv4 in the low 32 bits).
+    #[inline]
+    fn addresses(&self) -> Option<(u128, u128)> {
         let l3 = self.l3 as usize;
-        let (src, dst) = match self.ip_version {
+        match self.ip_version {
             4 => {
                 let b = self.frame.get(l3 + 12..l3 + 20)?;
-                (
-                    IpAddr::V4(Ipv4Addr::from(be32(&b[..4]))),
-                    IpAddr::V4(Ipv4Addr::from(be32(&b[4..]))),
-                )
+                Some((u128::from(be32(&b[..4])), u128::from(be32(&b[4..]))))
             }
             6 => {
                 let b: &[u8; 32] = self.frame.get(l3 + 8..l3 + 40)?.try_into().ok()?;
                 let (s, d) = b.split_at(16);
-                let s: [u8; 16] = s.try_into().ok()?;
-                let d: [u8; 16] = d.try_into().ok()?;
-                (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
+                Some((
+                    u128::from_be_bytes(s.try_into().ok()?),
+                    u128::from_be_bytes(d.try_into().ok()?),
+                ))
             }
-            _ => return None,
+            _ => None,
+        }
+    }
+
+    /// The IP layer.
+    pub fn network(&self) -> Option<NetworkInfo> {
+        let (s, d) = self.addresses()?;
+        let (src, dst) = if self.ip_version == 4 {
+            // `addresses` puts an IPv4 address in the low 32 bits.
+            let v4 = |a: u128| IpAddr::V4(Ipv4Addr::from(a as u32));
+            (v4(s), v4(d))
+        } else {
+            (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
         };
         Some(NetworkInfo {
             version: self.ip_version,
@@ -504,22 +515,7 @@ impl<'a> Slice<'a> {
     /// together, read straight from the frame. `None` without an IP layer.
     #[inline]
     pub fn flow_bits(&self) -> Option<FlowBits> {
-        let l3 = self.l3 as usize;
-        let (src, dst) = match self.ip_version {
-            4 => {
-                let b = self.frame.get(l3 + 12..l3 + 20)?;
-                (u128::from(be32(&b[..4])), u128::from(be32(&b[4..])))
-            }
-            6 => {
-                let b: &[u8; 32] = self.frame.get(l3 + 8..l3 + 40)?.try_into().ok()?;
-                let (s, d) = b.split_at(16);
-                (
-                    u128::from_be_bytes(s.try_into().ok()?),
-                    u128::from_be_bytes(d.try_into().ok()?),
-                )
-            }
-            _ => return None,
-        };
+        let (src, dst) = self.addresses()?;
         let ports = if IpProtocol::from(self.protocol).has_ports() {
             self.l4_bytes(4)
         } else {
