@@ -34,6 +34,8 @@
 
 use std::hash::BuildHasher;
 
+use crate::label::{port_key, V4_MAPPED};
+
 /// A flow's keys in the four trees: the two addresses as tree keys (each a
 /// `u128` kept as two `u64` halves, high first, so that the struct needs no
 /// 16-byte alignment and a slot fits one cache line) and the two port keys'
@@ -47,31 +49,40 @@ pub(crate) struct FlowKeys {
 }
 
 impl FlowKeys {
-    /// The keys of addresses `src` and `dst` (tree keys) and the port keys'
-    /// top 32 bits.
+    /// The keys of a flow of IP `version` and `protocol` between addresses
+    /// whose tree keys are `src` and `dst`, with these ports.
     #[inline]
-    pub fn new(src: u128, dst: u128, sport: u32, dport: u32) -> FlowKeys {
+    pub fn new(
+        version: u8,
+        protocol: u8,
+        src: u128,
+        dst: u128,
+        sport: u16,
+        dport: u16,
+    ) -> FlowKeys {
         let halves = |k: u128| [(k >> 64) as u64, k as u64];
+        let port = |p: u16| (port_key(version, protocol, p) >> 96) as u32;
         FlowKeys {
             src: halves(src),
             dst: halves(dst),
-            sport,
-            dport,
+            sport: port(sport),
+            dport: port(dport),
         }
     }
 
     /// The keys of a sliced frame's flow (what [`crate::FlowKey`] would give).
     #[inline]
     pub fn of_bits(b: &wire::FlowBits) -> FlowKeys {
-        let addr = |a: u128| {
-            if b.version == 4 {
-                crate::label::V4_MAPPED | a
-            } else {
-                a
-            }
-        };
-        let port = |p: u16| (crate::label::port_key(b.version, b.protocol, p) >> 96) as u32;
-        FlowKeys::new(addr(b.src), addr(b.dst), port(b.src_port), port(b.dst_port))
+        // `address_key` for an address given as an integer.
+        let addr = |a: u128| if b.version == 4 { V4_MAPPED | a } else { a };
+        FlowKeys::new(
+            b.version,
+            b.protocol,
+            addr(b.src),
+            addr(b.dst),
+            b.src_port,
+            b.dst_port,
+        )
     }
 
     /// The key of tree `i` (source, destination, source port, destination port).
@@ -317,7 +328,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     fn keys(i: u32) -> FlowKeys {
-        FlowKeys::new(u128::from(i), u128::from(i / 3), i % 7, 80)
+        FlowKeys::new(4, 6, u128::from(i), u128::from(i / 3), (i % 7) as u16, 80)
     }
 
     #[test]
@@ -398,12 +409,7 @@ mod tests {
             crate::label::address_key("10.1.2.3".parse().unwrap()),
             crate::label::address_key("2001:db8::1".parse().unwrap()),
         );
-        let k = FlowKeys::new(
-            src,
-            dst,
-            (crate::label::port_key(4, 6, 1234) >> 96) as u32,
-            (crate::label::port_key(4, 6, 80) >> 96) as u32,
-        );
+        let k = FlowKeys::new(4, 6, src, dst, 1234, 80);
         assert_eq!(k.tree_key(2), crate::label::port_key(4, 6, 1234));
         assert_eq!(k.tree_key(3), crate::label::port_key(4, 6, 80));
         assert_eq!(k.tree_key(0), src);

@@ -328,12 +328,13 @@ impl Profiler {
     /// Counts one packet of `bytes` bytes (its length on the wire).
     #[inline]
     pub fn add(&mut self, ts_ns: u64, key: &FlowKey, bytes: u32) -> Option<Summary> {
-        let v = key.version();
         let keys = FlowKeys::new(
+            key.version(),
+            key.protocol,
             address_key(key.src),
             address_key(key.dst),
-            (port_key(v, key.protocol, key.src_port) >> 96) as u32,
-            (port_key(v, key.protocol, key.dst_port) >> 96) as u32,
+            key.src_port,
+            key.dst_port,
         );
         self.add_keys(ts_ns, keys, bytes)
     }
