@@ -32,6 +32,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     }
     // The integer form of the flow agrees with the typed one.
     assert_eq!(s.flow_bits().is_some(), s.network().is_some());
+    // The fast path for the usual frame gives the same answer as `slice`.
+    assert_eq!(
+        wire::flow_bits(LINKS[usize::from(pick) % LINKS.len()], frame),
+        s.flow_bits()
+    );
     if let (Some(b), Some(t)) = (s.flow_bits(), s.five_tuple()) {
         assert_eq!((b.src_port, b.dst_port), (t.src_port, t.dst_port));
     }

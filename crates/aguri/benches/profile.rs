@@ -186,8 +186,7 @@ fn run(name: &str, t: &Trace) {
     let slice = best_of(|| {
         let mut sum = 0u64;
         for &(_, len, at) in &t.packets {
-            let s = wire::slice(LinkType::Ethernet, t.frame(at));
-            if let Some(k) = s.flow_bits() {
+            if let Some(k) = wire::flow_bits(LinkType::Ethernet, t.frame(at)) {
                 sum = sum.wrapping_add(u64::from(len) ^ u64::from(k.src_port) ^ k.src as u64);
             }
         }

@@ -20,17 +20,24 @@ use crate::label::{address_key, port_key, KeyKind, V4_MAPPED, V4_MAPPED_LEN};
 use crate::summary::{Section, SectionKind, Summary};
 use crate::tree::{Metric, PatriciaTree, MIN_BUDGET};
 
-/// Packets held back before they are counted tree by tree (see [`Profiler`]).
-/// With the flow table only some of a batch's packets reach the trees (one
-/// in seven on the benchmark's active-flows trace), so the batch is long
-/// enough for a few hundred departures: each tree then gets a run of
-/// updates while its nodes are in the cache. 4096 measured 8–15% faster
-/// than 256 (bench/profile-throughput.md); 192 KiB of keys.
-const BATCH: usize = 4096;
+/// Packets held back before the flow table counts them: one of its chunks
+/// ([`FlowTable::add_batch`] reads a chunk's slots first, then counts), 3 KiB
+/// of keys that stay in L1.
+const CHUNK: usize = 64;
 
-/// Batches sent straight to the trees once the flow table is found to let
+/// Tree updates (flows that left the table, or packets when there is none)
+/// held back before they are counted tree by tree (see [`Profiler`]): each
+/// tree then gets a long run of updates while its nodes are in the cache.
+/// With the table, 4096 updates are the departures of some 28,000 packets
+/// on the benchmark's active-flows trace; 224 KiB of updates.
+const TREE_BATCH: usize = 4096;
+
+/// Packets over which the table's departures are judged (see `flush`).
+const BYPASS_WINDOW: usize = 4096;
+
+/// Packets sent straight to the trees once the flow table is found to let
 /// a flow go for nearly every packet; then the table is tried again.
-const BYPASS_BATCHES: u32 = 64;
+const BYPASS_PACKETS: usize = 64 * BYPASS_WINDOW;
 
 /// A packet waiting to be counted: its flow's keys and its length.
 type Pending = (FlowKeys, u64);
@@ -166,9 +173,10 @@ impl ProfilerConfig {
         Ok(Profiler {
             trees: Trees::new(self.budget),
             flows: (self.flow_slots > 0).then(|| FlowTable::new(self.flow_slots)),
-            departed: Vec::with_capacity(BATCH),
+            departed: Vec::with_capacity(TREE_BATCH + CHUNK),
             bypass: 0,
-            pending: Vec::with_capacity(BATCH),
+            window: (0, 0),
+            pending: Vec::with_capacity(CHUNK),
             cfg: self,
             current: None,
             non_ip: (0, 0),
@@ -241,23 +249,29 @@ struct Current {
 /// when the first packet of a later interval arrives, and the last one from
 /// [`finish`](Self::finish). Memory is fixed by the node budget.
 ///
-/// Packets are counted in batches: up to `BATCH` (4096) packets' keys are held,
+/// Packets are counted in batches: every `CHUNK` (64) packets' keys are
 /// counted in the flow table ([`crate::flows`]), and the flows it lets go
-/// are counted in the source tree, then in the destination tree, and so
-/// on, so that each tree's nodes stay in the core's cache while it works
-/// (the four trees together are larger than a typical L2 cache). A batch,
-/// and every flow the table holds, is counted before its interval's summary
-/// is made, so each summary's totals are exactly its packets and bytes.
-/// Without the table (`flow_slots: 0`) each tree sees its keys in arrival
-/// order, exactly what counting packet by packet gives.
+/// wait until there are `TREE_BATCH` (4096) of them; then they are counted
+/// in the source tree, then in the destination tree, and so on, so that
+/// each tree's nodes stay in the core's cache while it works (the four
+/// trees together are larger than a typical L2 cache). Everything held,
+/// and every flow the table holds, is counted before its interval's
+/// summary is made, so each summary's totals are exactly its packets and
+/// bytes. Batching never changes a summary: the trees are independent, and
+/// each sees its updates in the order they were made. Without the table
+/// (`flow_slots: 0`) each tree sees its keys in arrival order, exactly what
+/// counting packet by packet gives.
 pub struct Profiler {
     cfg: ProfilerConfig,
     trees: Trees,
     flows: Option<FlowTable>,
     /// Flows that left the table, waiting to be counted in the trees.
     departed: Vec<Departed>,
-    /// Batches still to send past the flow table (see `flush`).
-    bypass: u32,
+    /// Packets still to send past the flow table (see `flush`).
+    bypass: usize,
+    /// Packets the table counted, and flows it let go, since the last
+    /// judgement on bypassing it.
+    window: (usize, usize),
     pending: Vec<Pending>,
     current: Option<Current>,
     non_ip: (u64, u64),
@@ -273,9 +287,24 @@ impl Profiler {
         ts_ns.checked_div(self.cfg.interval_ns).unwrap_or(0)
     }
 
+    /// Whether `ts_ns` lies in the current interval (nearly every packet),
+    /// noting it as the interval's latest time if so.
+    #[inline(always)]
+    fn in_current(&mut self, ts_ns: u64) -> bool {
+        match self.current.as_mut() {
+            Some(c) if ts_ns < c.next_ns => {
+                c.last_ns = c.last_ns.max(ts_ns);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Moves to the interval of `ts_ns`, returning the finished one if the
-    /// packet starts a later interval.
-    #[inline]
+    /// packet starts a later interval. Out of line: most packets need only
+    /// [`in_current`](Self::in_current), and a caller that inlined this
+    /// would build and copy an `Option<Summary>` (240 bytes) every packet.
+    #[inline(never)]
     fn enter(&mut self, ts_ns: u64) -> Option<Summary> {
         if let Some(c) = self.current.as_mut() {
             if ts_ns < c.next_ns {
@@ -341,40 +370,59 @@ impl Profiler {
 
     #[inline]
     fn add_keys(&mut self, ts_ns: u64, keys: FlowKeys, bytes: u32) -> Option<Summary> {
-        let done = self.enter(ts_ns);
-        self.pending.push((keys, u64::from(bytes)));
-        if self.pending.len() >= BATCH {
-            self.flush();
+        if self.in_current(ts_ns) {
+            self.hold(keys, bytes);
+            return None;
         }
+        let done = self.enter(ts_ns);
+        self.hold(keys, bytes);
         done
     }
 
-    /// Counts the held packets: in the flow table, and the flows it lets
-    /// go in the trees, one tree at a time (or every packet in the trees
-    /// when there is no table).
+    /// Holds one packet for the flow table, which counts every `CHUNK`.
+    #[inline(always)]
+    fn hold(&mut self, keys: FlowKeys, bytes: u32) {
+        self.pending.push((keys, u64::from(bytes)));
+        if self.pending.len() >= CHUNK {
+            self.flush();
+        }
+    }
+
+    /// Counts the held packets in the flow table, or hands them on as
+    /// tree updates when there is no table; counts the updates in the trees
+    /// once `TREE_BATCH` are waiting.
     fn flush(&mut self) {
         match self.flows.as_mut() {
             Some(table) if self.bypass == 0 => {
+                let before = self.departed.len();
                 table.add_batch(&self.pending, &mut self.departed);
                 // A table that lets a flow go for (nearly) every packet, as
                 // under a flood from random sources, only adds a lookup to
-                // what the trees do anyway: send the next batches past it.
-                if self.departed.len() * 16 >= self.pending.len() * 15 {
-                    self.bypass = BYPASS_BATCHES;
+                // what the trees do anyway: send the next packets past it.
+                self.window.0 += self.pending.len();
+                self.window.1 += self.departed.len() - before;
+                if self.window.0 >= BYPASS_WINDOW {
+                    if self.window.1 * 16 >= self.window.0 * 15 {
+                        self.bypass = BYPASS_PACKETS;
+                    }
+                    self.window = (0, 0);
                 }
-                self.trees.count(&self.departed);
-                self.departed.clear();
             }
             _ => {
-                self.bypass = self.bypass.saturating_sub(1);
-                for (i, tree) in self.trees.t.iter_mut().enumerate() {
-                    for (keys, bytes) in &self.pending {
-                        tree.add(keys.tree_key(i), *bytes, 1);
-                    }
-                }
+                self.bypass = self.bypass.saturating_sub(self.pending.len());
+                self.departed
+                    .extend(self.pending.iter().map(|&(keys, bytes)| Departed {
+                        keys,
+                        bytes,
+                        packets: 1,
+                    }));
             }
         }
         self.pending.clear();
+        if self.departed.len() >= TREE_BATCH {
+            self.trees.count(&self.departed);
+            self.departed.clear();
+        }
     }
 
     /// Counts everything held, in the flow table too, in the trees.
@@ -382,9 +430,9 @@ impl Profiler {
         self.flush();
         if let Some(table) = self.flows.as_mut() {
             table.drain(&mut self.departed);
-            self.trees.count(&self.departed);
-            self.departed.clear();
         }
+        self.trees.count(&self.departed);
+        self.departed.clear();
     }
 
     /// Counts a captured frame: slices it and counts it under its IP
@@ -400,10 +448,14 @@ impl Profiler {
         // The frame's flow as integers, straight into the trees' keys: the
         // same keys as `FlowKey::of` gives `add`, without the detour through
         // `IpAddr` (a third of the cost of slicing).
-        match wire::slice(link, frame).flow_bits() {
+        match wire::flow_bits(link, frame) {
             Some(b) => self.add_keys(ts_ns, FlowKeys::of_bits(&b), orig_len),
             None => {
-                let done = self.enter(ts_ns);
+                let done = if self.in_current(ts_ns) {
+                    None
+                } else {
+                    self.enter(ts_ns)
+                };
                 self.non_ip.0 += u64::from(orig_len);
                 self.non_ip.1 += 1;
                 done
@@ -550,6 +602,63 @@ mod tests {
                 assert_eq!(x, y, "{label}");
             }
         }
+    }
+
+    /// Under a flood from random sources the table lets a flow go for
+    /// nearly every packet, so the profiler sends packets past it for a
+    /// while, then tries it again; the counts are exact throughout.
+    #[test]
+    fn a_flood_bypasses_the_flow_table_and_counts_stay_exact() {
+        use rand::{Rng, SeedableRng};
+        let cfg = |flow_slots| ProfilerConfig {
+            budget: 256,
+            flow_slots,
+            ..Default::default()
+        };
+        let (mut p, mut q) = (cfg(1024).build().unwrap(), cfg(0).build().unwrap());
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        let mut t = 0;
+        let mut both = |p: &mut Profiler, q: &mut Profiler, k: &FlowKey, b: u32| {
+            assert!(p.add(t, k, b).is_none() && q.add(t, k, b).is_none());
+            t += 1;
+        };
+        for _ in 0..4 * BYPASS_WINDOW {
+            let k = FlowKey {
+                src: IpAddr::V4(rng.gen::<u32>().into()),
+                dst: "10.0.0.1".parse().unwrap(),
+                protocol: 17,
+                src_port: rng.gen(),
+                dst_port: 53,
+            };
+            both(&mut p, &mut q, &k, rng.gen_range(64..1519));
+        }
+        assert!(p.bypass > 0, "a flood did not bypass the table");
+        // A few busy flows: once the bypass runs out the table is used again.
+        let busy: Vec<FlowKey> = (0..8)
+            .map(|i| key(&format!("150.65.1.{i}"), "10.0.0.1", 6, 40000 + i, 80))
+            .collect();
+        for i in 0..BYPASS_PACKETS + 4 * BYPASS_WINDOW {
+            both(&mut p, &mut q, &busy[i % busy.len()], 100);
+        }
+        assert_eq!(p.bypass, 0, "the table was not tried again");
+        assert!(
+            p.flows.as_ref().is_some_and(|f| f.held() >= busy.len()),
+            "the busy flows are not held in the table"
+        );
+        let (a, b) = (p.finish().unwrap(), q.finish().unwrap());
+        for (sa, sb) in a.sections.iter().zip(&b.sections) {
+            assert_eq!((sa.bytes, sa.packets), (sb.bytes, sb.packets));
+        }
+        let port80 = |s: &Summary| {
+            s.sections[3]
+                .entries
+                .iter()
+                .find(|e| e.prefix.to_string() == "4:6:80")
+                .map(|e| (e.bytes, e.packets))
+        };
+        let n = (BYPASS_PACKETS + 4 * BYPASS_WINDOW) as u64;
+        assert_eq!(port80(&a), Some((100 * n, n)));
+        assert_eq!(port80(&a), port80(&b));
     }
 
     /// A frame counted with `add_frame` is counted as `add` counts its

@@ -270,3 +270,46 @@ proptest! {
         prop_assert_eq!((b.src, b.dst), (addr_bits(src), addr_bits(dst)));
     }
 }
+
+proptest! {
+    // Cheap cases, and the fast path's edges (length 3 against 4, offset
+    // 0x1000) need many of them to be hit.
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// `wire::flow_bits` (a fast path for Ethernet + IPv4 without options or
+    /// IPv6 without extension headers) gives what `slice(..).flow_bits()`
+    /// gives, on frames that take the fast path, that it sends to `slice`
+    /// (short lengths, fragments, options, extension headers), and on
+    /// arbitrary bytes under every link type.
+    #[test]
+    fn flow_bits_fast_path_agrees_with_slice(family in 0u8..4,
+                                             v4 in prop::sample::select(vec![0x45u8, 0x45, 0x46, 0x44]),
+                                             v6 in prop::sample::select(vec![0x60u8, 0x6f, 0x50]),
+                                             other in prop::sample::select(vec![0x8100u16, 0x0806, 0x0800, 0x86dd]),
+                                             proto in prop::sample::select(vec![6u8, 17, 6, 17, 1, 0, 43, 44, 50, 51, 58, 60, 132]),
+                                             frag in prop::sample::select(vec![0u16, 0, 0x2000, 0x0001, 0x4000, 0x1000, 0x1fff]),
+                                             len in prop::sample::select(vec![0u16, 1, 3, 4, 5, 19, 20, 23, 24, 25, 40, 1500, 0xffff]),
+                                             cut in prop::sample::select(vec![usize::MAX, 33, 34, 37, 38, 39, 53, 57, 58, 59]),
+                                             bytes in proptest::collection::vec(any::<u8>(), 40..80),
+                                             code in prop::sample::select(vec![0u16, 1, 101, 113, 228, 229, 276]),
+                                             raw in proptest::collection::vec(any::<u8>(), 0..100)) {
+        let mut f = match family {
+            0 | 1 => prefixed_frame(0x0800, v4, &bytes),
+            2 => prefixed_frame(0x86dd, v6, &bytes),
+            _ => prefixed_frame(other, bytes[0], &bytes),
+        };
+        // The length, fragment and protocol fields where IPv4 or IPv6 has them.
+        if family < 2 {
+            f[16..18].copy_from_slice(&len.to_be_bytes());
+            f[20..22].copy_from_slice(&frag.to_be_bytes());
+            f[23] = proto;
+        } else if family == 2 {
+            f[18..20].copy_from_slice(&len.to_be_bytes());
+            f[20] = proto;
+        }
+        let f = &f[..cut.min(f.len())];
+        prop_assert_eq!(wire::flow_bits(LinkType::Ethernet, f), slice(LinkType::Ethernet, f).flow_bits());
+        let link = LinkType::from_code(code);
+        prop_assert_eq!(wire::flow_bits(link, &raw), slice(link, &raw).flow_bits());
+    }
+}
