@@ -23,13 +23,15 @@
 //!   two of the four trees, so every packet walks and reclaims.
 //!
 //! For each: `iterate` sums the frames' lengths (touching every packet),
-//! `slice` also finds each frame's IP header and ports with `wire::slice`,
+//! `slice` also finds each frame's IP addresses, protocol and ports with
+//! `wire::flow_bits` (what the profiler reads of a frame),
 //! and `profile` slices and counts every packet in the four trees with the
 //! default budget (4096 nodes each) and one summary at the end. The
 //! `pre-sliced keys` line profiles keys sliced beforehand: the profiler's
 //! own cost, with the default flow table and without it (`flow_slots: 0`,
 //! every packet counted in the trees, as aguri does). Each figure is the
-//! best of 5 runs. Run with `cargo bench -p aguri`.
+//! median of 7 runs (the machines are shared: a median is what another run
+//! will see). Run with `cargo bench -p aguri`.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -163,19 +165,22 @@ fn wire_len(i: usize) -> u32 {
     64 + (i as u32).wrapping_mul(7919) % 1455
 }
 
-fn best_of<F: FnMut() -> u64>(mut f: F) -> f64 {
-    let mut best = f64::MAX;
-    for _ in 0..5 {
-        let t = Instant::now();
-        black_box(f());
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    best
+/// Seconds `f` takes, the median of 7 runs.
+fn median_of<F: FnMut() -> u64>(mut f: F) -> f64 {
+    let mut secs: Vec<f64> = (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(f());
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    secs.sort_by(f64::total_cmp);
+    secs[secs.len() / 2]
 }
 
 fn run(name: &str, t: &Trace) {
     let n = t.packets.len() as f64;
-    let iterate = best_of(|| {
+    let iterate = median_of(|| {
         let mut sum = 0u64;
         for &(ts, len, at) in &t.packets {
             let frame = t.frame(at);
@@ -183,7 +188,7 @@ fn run(name: &str, t: &Trace) {
         }
         sum
     });
-    let slice = best_of(|| {
+    let slice = median_of(|| {
         let mut sum = 0u64;
         for &(_, len, at) in &t.packets {
             if let Some(k) = wire::flow_bits(LinkType::Ethernet, t.frame(at)) {
@@ -199,7 +204,7 @@ fn run(name: &str, t: &Trace) {
             FlowKey::of(&wire::slice(LinkType::Ethernet, t.frame(at))).map(|k| (ts, len, k))
         })
         .collect();
-    let keys_iter = best_of(|| {
+    let keys_iter = median_of(|| {
         let mut sum = 0u64;
         for (ts, len, k) in &keys {
             sum = sum.wrapping_add(ts ^ u64::from(*len) ^ u64::from(k.src_port));
@@ -207,7 +212,7 @@ fn run(name: &str, t: &Trace) {
         sum
     });
     let keys_profile_with = |cfg: ProfilerConfig| {
-        best_of(|| {
+        median_of(|| {
             let mut p = cfg.build().expect("config");
             for (ts, len, k) in &keys {
                 if let Some(s) = p.add(*ts, k, *len) {
@@ -223,7 +228,7 @@ fn run(name: &str, t: &Trace) {
         flow_slots: 0,
         ..ProfilerConfig::default()
     });
-    let profile = best_of(|| {
+    let profile = median_of(|| {
         let mut p = ProfilerConfig::default().build().expect("config");
         for &(ts, len, at) in &t.packets {
             if let Some(s) = p.add_frame(LinkType::Ethernet, ts, len, t.frame(at)) {
