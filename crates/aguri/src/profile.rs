@@ -49,7 +49,7 @@ pub const DEFAULT_BUDGET: usize = 4096;
 /// [`crate::flows`]: on the benchmark's active-flows trace (16,384 flows
 /// at once) every flow reaches the trees once, and on its heavy-tailed
 /// trace (100,000 flows drawn at random) one packet in seven pushes a
-/// flow out, against one in three with 32,768 slots (1.5x the speed there,
+/// flow out, against one in three with 32,768 slots (1.4x the speed there,
 /// the same on active-flows; 131,072 slots, 8 MiB, were slower on
 /// active-flows). bench/profile-throughput.md has the figures.
 pub const DEFAULT_FLOW_SLOTS: usize = 64 * 1024;
@@ -309,11 +309,8 @@ impl Profiler {
     /// would build and copy an `Option<Summary>` (240 bytes) every packet.
     #[inline(never)]
     fn enter(&mut self, ts_ns: u64) -> Option<Summary> {
-        if let Some(c) = self.current.as_mut() {
-            if ts_ns < c.next_ns {
-                c.last_ns = c.last_ns.max(ts_ns);
-                return None;
-            }
+        if self.in_current(ts_ns) {
+            return None;
         }
         let index = self.index(ts_ns);
         let next_ns = self.next_start(index);
