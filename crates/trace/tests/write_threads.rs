@@ -8,9 +8,8 @@
 mod common;
 
 use std::io::{self, Write};
-use std::process::Command;
 
-use common::{read_packets, write_file, Pkt};
+use common::{have_tshark, read_packets, tshark_frame_lens, write_file, Pkt};
 use trace::index::{index_path, read_index};
 use trace::window::open_window;
 use trace::write::{OutputFormat, TraceWriter, WriterConfig};
@@ -264,8 +263,7 @@ fn too_many_threads_is_a_config_error() {
 
 #[test]
 fn tshark_reads_threaded_lz4_and_zstd() {
-    if Command::new("tshark").arg("-v").output().is_err() {
-        eprintln!("tshark not installed; skipping");
+    if !have_tshark() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -280,21 +278,7 @@ fn tshark_reads_threaded_lz4_and_zstd() {
                 ..config(format, codec, 3)
             };
             write_file(&path, cfg, &pkts);
-            let out = Command::new("tshark")
-                .args(["-n", "-r"])
-                .arg(&path)
-                .args(["-T", "fields", "-e", "frame.len"])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{format} {codec}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let lens: Vec<u32> = String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .map(|l| l.trim().parse().unwrap())
-                .collect();
+            let lens = tshark_frame_lens(&path).unwrap_or_else(|e| panic!("{format} {codec}: {e}"));
             let want: Vec<u32> = pkts.iter().map(|p| p.orig_len).collect();
             assert_eq!(lens.len(), want.len(), "{format} {codec}");
             assert!(lens == want, "{format} {codec}: lengths differ");

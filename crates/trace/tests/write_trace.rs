@@ -5,9 +5,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{read_packets, write_file, Pkt};
+use common::{have_tshark, read_packets, tshark_frame_lens, write_file, Pkt};
 use trace::compress::lz4::RAW_FLAG;
 use trace::index::{index_path, read_index};
 use trace::rotate::{RotateConfig, RotatingWriter};
@@ -604,8 +603,7 @@ fn rotation_by_time_uses_packet_timestamps() {
 /// Stock tshark (Wireshark 4.0) reads every codec's single-stream output.
 #[test]
 fn tshark_reads_every_codec() {
-    if Command::new("tshark").arg("-v").output().is_err() {
-        eprintln!("tshark not installed; skipping");
+    if !have_tshark() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -618,23 +616,8 @@ fn tshark_reads_every_codec() {
         for codec in CODECS {
             let path = dir.path().join(name(format, codec));
             write_file(&path, cfg(format, codec), &pkts);
-            let out = Command::new("tshark")
-                .args(["-n", "-r"])
-                .arg(&path)
-                .args(["-T", "fields", "-e", "frame.len"])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{format} {codec}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let lines = out
-                .stdout
-                .split(|b| *b == b'\n')
-                .filter(|l| !l.is_empty())
-                .count();
-            assert_eq!(lines, pkts.len(), "{format} {codec}");
+            let lens = tshark_frame_lens(&path).unwrap_or_else(|e| panic!("{format} {codec}: {e}"));
+            assert_eq!(lens.len(), pkts.len(), "{format} {codec}");
         }
     }
 }

@@ -1,7 +1,8 @@
-//! What the writer tests share: a packet as written and as read back, and
-//! writing and reading a whole file of them.
+//! What the writer tests share: a packet as written and as read back,
+//! writing and reading a whole file of them, and reading one with tshark.
 
 use std::path::Path;
+use std::process::Command;
 
 use trace::write::{TraceWriter, WriteStats, WriterConfig};
 use trace::{LinkType, Record, TraceReader};
@@ -38,4 +39,32 @@ pub fn read_packets(mut r: TraceReader) -> Vec<Pkt> {
         }
     }
     out
+}
+
+/// Whether tshark runs here; where it does not, the tests that need it say
+/// so and skip (scripts/install-deps.sh installs it for CI).
+pub fn have_tshark() -> bool {
+    if Command::new("tshark").arg("-v").output().is_ok() {
+        return true;
+    }
+    eprintln!("tshark not installed; skipping");
+    false
+}
+
+/// The length on the wire of every packet tshark reads from `path`, in
+/// order, or what tshark said when it could not read the file.
+pub fn tshark_frame_lens(path: &Path) -> Result<Vec<u32>, String> {
+    let out = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(path)
+        .args(["-T", "fields", "-e", "frame.len"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().map_err(|e| format!("{l:?}: {e}")))
+        .collect()
 }
