@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kansoku's tests and benchmarks use besides the Rust toolchain:
 # tshark (the independent reader the tests check every written file with),
-# tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping, iproute2, and the font plots use.
+# tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2. (Plots need no font
+# package: DejaVu Sans is embedded from the dejavu crate.)
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
 need=()
@@ -11,8 +12,6 @@ command -v lz4 >/dev/null 2>&1 || need+=(lz4)
 command -v zstd >/dev/null 2>&1 || need+=(zstd)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
-# kansoku plot draws its text (SVG and PNG) with DejaVu Sans.
-[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: need root to install: ${need[*]}" >&2

@@ -30,6 +30,7 @@ pub mod merge;
 pub mod profile;
 #[cfg(test)]
 mod reference;
+pub mod series;
 pub mod summary;
 pub mod tree;
 
@@ -39,5 +40,6 @@ pub use profile::{
     ConfigError, FlowKey, Profiler, ProfilerConfig, DEFAULT_BUDGET, DEFAULT_FLOW_SLOTS,
     DEFAULT_THRESHOLD,
 };
+pub use series::{top_series, Series};
 pub use summary::{parse_summaries, ParseError, Section, SectionKind, Summary};
 pub use tree::{Entry, Metric, PatriciaTree};

@@ -13,7 +13,7 @@
 use core::fmt;
 use core::net::IpAddr;
 
-use wire::{LinkType, Slice};
+use wire::{FlowBits, LinkType, Slice};
 
 use crate::flows::{Departed, FlowKeys, FlowTable};
 use crate::label::{address_key, port_key, KeyKind, V4_MAPPED, V4_MAPPED_LEN};
@@ -448,8 +448,20 @@ impl Profiler {
         // The frame's flow as integers, straight into the trees' keys: the
         // same keys as `FlowKey::of` gives `add`, without the detour through
         // `IpAddr` (a third of the cost of slicing).
-        match wire::flow_bits(link, frame) {
-            Some(b) => self.add_keys(ts_ns, FlowKeys::of_bits(&b), orig_len),
+        self.add_bits(ts_ns, wire::flow_bits(link, frame).as_ref(), orig_len)
+    }
+
+    /// Counts a frame whose flow is known already (`Slice::flow_bits` of a
+    /// frame another stage has sliced); `None` is non-IP traffic.
+    #[inline]
+    pub fn add_bits(
+        &mut self,
+        ts_ns: u64,
+        bits: Option<&FlowBits>,
+        orig_len: u32,
+    ) -> Option<Summary> {
+        match bits {
+            Some(b) => self.add_keys(ts_ns, FlowKeys::of_bits(b), orig_len),
             None => {
                 let done = if self.in_current(ts_ns) {
                     None

@@ -4,9 +4,9 @@
 //!   TPACKET_V3 receive ring, cuts packets to the snap length in the kernel,
 //!   and hands out whole ring blocks; its [`ring::KernelStats`] are the
 //!   kernel's own counters (PACKET_STATISTICS: packets, drops, freezes).
-//! - [`pipeline::run`] drains a ring on the calling thread and feeds batches
-//!   to a consumer (the trace writer) on another, over a queue bounded in
-//!   bytes whose overflow is counted, never silent.
+//! - The ring's lane (the thread that drains it, the queue bounded in bytes
+//!   to the consumer, the drop accounting) is in the `pipeline` crate, which
+//!   has no `unsafe`; this crate knows rings and sockets, not files.
 //! - [`tx::PacketSender`] sends frames out of an interface with `sendmmsg`
 //!   (the traffic generator's transmit side).
 //! - [`privileges::User::lookup`] and [`privileges::drop_privileges`] are
@@ -18,11 +18,9 @@
 //! mapping, and the block status word shared with the kernel. Each block
 //! carries a `// SAFETY:` note.
 
-pub mod pipeline;
 pub mod privileges;
 pub mod ring;
 pub mod tx;
 pub mod usage;
 
-pub use pipeline::{Batch, BatchPacket, CaptureStats, LiveStats, PipelineConfig};
 pub use ring::{KernelStats, RingConfig, TpacketRing};

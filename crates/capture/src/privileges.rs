@@ -2,6 +2,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
+use std::path::Path;
 
 /// A user to switch to, looked up before anything is opened so that a
 /// wrong name fails at once.
@@ -98,6 +99,32 @@ fn unsafe_zeroed_passwd() -> libc::passwd {
 fn os_error(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
     io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// After [`drop_privileges`]: whether the current user can create the
+/// output file `path`, checked now rather than at the first packet, by
+/// creating (and at once removing) a probe file of its own beside it.
+/// Standard output (`-`) and names whose directory holds strftime fields
+/// (`-G`: it exists only once the first file is named) are not checked.
+pub fn check_can_create(path: &Path) -> io::Result<()> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if dir.to_string_lossy().contains('%') {
+        return Ok(());
+    }
+    let probe = dir.join(format!(".kansoku-{}.probe", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 #[cfg(test)]

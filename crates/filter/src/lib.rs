@@ -185,6 +185,9 @@ pub struct Counters {
     pub rules: Vec<Hits>,
     /// Packets that matched no rule (rejected by default).
     pub default: Hits,
+    /// Packets that are not IP: no `ip filter` rule can match them, and the
+    /// default rule rejects them (counted here, not in `default`).
+    pub non_ip: Hits,
 }
 
 impl Counters {
@@ -192,6 +195,7 @@ impl Counters {
         Counters {
             rules: vec![Hits::default(); n_rules],
             default: Hits::default(),
+            non_ip: Hits::default(),
         }
     }
 
@@ -239,6 +243,44 @@ impl Filter {
             rule,
             action: self.rules.action(rule),
         }
+    }
+
+    /// Classifies and counts one frame already sliced: the frame-level
+    /// entry of every command that filters packets. A frame that is not IP
+    /// matches no `ip filter` rule, so the default rule rejects it; it is
+    /// counted in [`Counters::non_ip`].
+    #[inline]
+    pub fn apply_slice(&mut self, s: &wire::Slice<'_>, bytes: u64) -> Verdict {
+        match PacketKey::from_slice(s) {
+            Some(key) => self.apply(&key, bytes),
+            None => {
+                self.counters.non_ip.add(bytes);
+                Verdict {
+                    rule: None,
+                    action: Action::Reject,
+                }
+            }
+        }
+    }
+
+    /// Packets and bytes passed and rejected so far (the rejected ones
+    /// include the default rule's and the non-IP packets).
+    pub fn totals(&self) -> (Hits, Hits) {
+        let c = &self.counters;
+        let mut pass = Hits::default();
+        let mut reject = c.non_ip;
+        for (r, h) in self.rules.rules().iter().zip(&c.rules) {
+            let t = if r.action == Action::Pass {
+                &mut pass
+            } else {
+                &mut reject
+            };
+            t.packets += h.packets;
+            t.bytes += h.bytes;
+        }
+        reject.packets += c.default.packets;
+        reject.bytes += c.default.bytes;
+        (pass, reject)
     }
 
     pub fn rules(&self) -> &RuleSet {

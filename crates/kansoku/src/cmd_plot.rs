@@ -1,220 +1,98 @@
 //! `kansoku plot`: summaries drawn as the paper's figures (paper 004,
-//! Figs. 2.2–2.17): a time series of the total traffic and of the top
-//! aggregates, with a legend listing each label and its share.
-//!
-//! The top aggregates are the largest entries of all the summaries merged
-//! into one; in each interval, every entry is counted under the most
-//! specific top aggregate that contains it (the rest is not drawn, as in
-//! the paper's figures). SVG and PNG come from `plotters`; HTML is a
-//! self-contained page with the SVG inline, a table of the aggregates, and
-//! each interval's entries to unfold (drill-down).
+//! Figs. 2.2–2.17), from `aguri::top_series`: a time series of the total
+//! traffic and of the top aggregates, with a legend listing each label and
+//! its share. The chart is the bench crate's `LineChart` (SVG or PNG, with
+//! the embedded font); HTML is a self-contained page with the SVG inline, a
+//! table of the aggregates, and each interval's entries to unfold.
 
 use std::fmt::Write as _;
 
 use aguri::summary::format_time;
-use aguri::{merge_all, Metric, Prefix, SectionKind, Summary, DEFAULT_BUDGET};
-use plotters::prelude::*;
-use plotters::style::{register_font, FontStyle};
+use aguri::{top_series, SectionKind, Series, Summary};
+use bench::plot::{self as chart, LineChart};
+use pipeline::{display_path, read_summaries, Error, Report};
+use plotters::prelude::{SeriesLabelPosition, BLACK};
+use plotters::style::Color;
 
-use crate::cli::{PlotArgs, PlotView};
-use crate::cmd_profile::read_summaries;
-use crate::error::{display_path, CliError, CliResult};
+use crate::args::{PlotArgs, PlotView};
 
-/// The font PNG and SVG text is laid out with (Debian: fonts-dejavu-core).
-const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-
-struct Series {
-    label: String,
-    share: f64,
-    /// (seconds since the epoch, rate) per interval.
-    points: Vec<(f64, f64)>,
-}
-
-pub fn run(args: &PlotArgs) -> CliResult<i32> {
+pub fn run(args: &PlotArgs) -> pipeline::Result<Report> {
     let mut summaries = read_summaries(&args.inputs)?;
     if summaries.is_empty() {
-        return Err(CliError::input("no summaries to plot"));
+        return Err(Error::usage("no summaries to plot"));
     }
-    summaries.sort_by_key(|s| s.start_ns);
     let kind = match args.view {
         PlotView::Src => SectionKind::SrcAddress,
         PlotView::Dst => SectionKind::DstAddress,
         PlotView::Sport => SectionKind::SrcPort,
         PlotView::Dport => SectionKind::DstPort,
     };
-    let metric = summaries[0].metric;
-    let threshold = summaries[0].threshold;
-    let whole = merge_all(&mut summaries.clone(), 0, DEFAULT_BUDGET, metric, threshold)
-        .map_err(|e| CliError::input(e.to_string()))?;
-    let Some(whole) = whole.first() else {
-        return Err(CliError::input("no summaries to plot"));
-    };
-    let sec = whole.section(kind);
-    let v = |b: u64, p: u64| match metric {
-        Metric::Bytes => b,
-        Metric::Packets => p,
-    };
-    let grand = v(sec.bytes, sec.packets).max(1);
-    let mut top: Vec<(Prefix, u64)> = sec
-        .entries
-        .iter()
-        .filter(|e| e.prefix.len > 0)
-        .map(|e| (e.prefix, v(e.bytes, e.packets)))
-        .collect();
-    top.sort_by_key(|t| std::cmp::Reverse(t.1));
-    top.truncate(args.top);
-
-    let (unit, scale) = match metric {
-        Metric::Bytes => ("Mbps", 8.0 / 1e6),
-        Metric::Packets => ("pps", 1.0),
-    };
-    let rate = |s: &Summary, count: u64| {
-        let secs = (s.end_ns.saturating_sub(s.start_ns) as f64 / 1e9).max(1e-3);
-        count as f64 * scale / secs
-    };
-    let mut series = vec![Series {
-        label: "total".into(),
-        share: 100.0,
-        points: Vec::new(),
-    }];
-    for (p, c) in &top {
-        series.push(Series {
-            label: p.to_string(),
-            share: *c as f64 * 100.0 / grand as f64,
-            points: Vec::new(),
-        });
-    }
-    for s in &summaries {
-        let sec = s.section(kind);
-        let mut counts = vec![0u64; top.len()];
-        for e in &sec.entries {
-            // The most specific top aggregate containing the entry.
-            let best = top
-                .iter()
-                .enumerate()
-                .filter(|(_, (p, _))| p.contains(&e.prefix))
-                .max_by_key(|(_, (p, _))| p.len);
-            if let Some((i, _)) = best {
-                counts[i] += v(e.bytes, e.packets);
-            }
-        }
-        let t = s.start_ns as f64 / 1e9;
-        series[0]
-            .points
-            .push((t, rate(s, v(sec.bytes, sec.packets))));
-        for (i, c) in counts.iter().enumerate() {
-            series[i + 1].points.push((t, rate(s, *c)));
-        }
-    }
+    let (series, unit) =
+        top_series(&mut summaries, kind, args.top).map_err(|e| Error::input(e.to_string()))?;
     let title = format!("{} ({unit})", kind.name());
-    load_font()?;
     let out = &args.output;
     let ext = out
         .extension()
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase();
-    let fail = |e: String| CliError::file(out, e);
-    match ext.as_str() {
-        "svg" => {
-            let root = SVGBackend::new(out, (1024, 640)).into_drawing_area();
-            draw(root, &series, &title).map_err(fail)?;
-        }
-        "png" => {
-            let root = BitMapBackend::new(out, (1024, 640)).into_drawing_area();
-            draw(root, &series, &title).map_err(fail)?;
-        }
-        "html" => {
-            let mut svg = String::new();
-            {
-                let root = SVGBackend::with_string(&mut svg, (1024, 640)).into_drawing_area();
-                draw(root, &series, &title).map_err(fail)?;
-            }
-            let page = html(&svg, &series, &summaries, kind, &title);
-            std::fs::write(out, page).map_err(|e| CliError::file(out, e))?;
-        }
-        _ => {
-            return Err(CliError::input(format!(
-                "{}: unknown output type (expected .svg, .png or .html)",
-                display_path(out)
-            )))
-        }
+    // "2026/01/01 00:05" out of aguri's time form.
+    let label = |x: &f64| {
+        let t = format_time((x.max(0.0) * 1e9) as u64);
+        t.rsplit_once('(')
+            .map(|(_, r)| r.trim_end_matches(')').chars().take(16).collect())
+            .unwrap_or(t)
+    };
+    let c = line_chart(&series, title.clone(), &label);
+    if ext == "html" {
+        let page = html(&c.to_svg()?, &series, &summaries, kind, &title);
+        std::fs::write(out, page).map_err(|e| Error::output(display_path(out), &e))?;
+    } else {
+        c.draw_file(out)?;
     }
-    Ok(0)
+    Ok(Report::default())
 }
 
-/// Registers DejaVu Sans as plotters' sans-serif font (SVG and PNG text).
-pub(crate) fn load_font() -> CliResult<()> {
-    let bytes = std::fs::read(FONT).map_err(|e| {
-        CliError::input(format!(
-            "{FONT}: {e} (plots need the DejaVu Sans font: apt-get install fonts-dejavu-core)"
-        ))
-    })?;
-    // plotters keeps registered fonts for the life of the process.
-    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-    register_font("sans-serif", FontStyle::Normal, bytes)
-        .map_err(|_| CliError::input(format!("{FONT}: not a usable font")))
-}
-
-fn draw<DB: DrawingBackend>(
-    root: DrawingArea<DB, plotters::coord::Shift>,
+/// The total in thick black, the aggregates in the palette's colours.
+fn line_chart<'a>(
     series: &[Series],
-    title: &str,
-) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
-    root.fill(&WHITE).map_err(e)?;
+    title: String,
+    label: chart::LabelFormatter<'a>,
+) -> LineChart<'a> {
     let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
-    for s in series {
-        for &(x, y) in &s.points {
-            x0 = x0.min(x);
-            x1 = x1.max(x);
-            y1 = y1.max(y);
-        }
+    for &(x, y) in series.iter().flat_map(|s| &s.points) {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
     }
     if x1 <= x0 {
         x1 = x0 + 1.0;
     }
-    let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, 0.0..y1)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_labels(6)
-        .x_label_formatter(&|x| {
-            let t = format_time((x.max(0.0) * 1e9) as u64);
-            // "2026/01/01 00:05:00" out of aguri's time form.
-            t.rsplit_once('(')
-                .map(|(_, r)| r.trim_end_matches(')').chars().take(16).collect())
-                .unwrap_or(t)
+    let lines = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let name = format!("{} ({:.2}%)", s.label, s.share);
+            let mut l = chart::Series::new(name, s.points.clone(), i.saturating_sub(1));
+            if i == 0 {
+                l.color = BLACK.to_rgba();
+                l.width = 3;
+            }
+            l
         })
-        .draw()
-        .map_err(e)?;
-    for (i, s) in series.iter().enumerate() {
-        let color = if i == 0 {
-            BLACK.to_rgba()
-        } else {
-            Palette99::pick(i - 1).to_rgba()
-        };
-        let style = ShapeStyle::from(&color).stroke_width(if i == 0 { 3 } else { 2 });
-        chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), style))
-            .map_err(e)?
-            .label(format!("{} ({:.2}%)", s.label, s.share))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        .collect();
+    LineChart {
+        title,
+        x: x0..x1,
+        y: 0.0..if y1 > 0.0 { y1 * 1.1 } else { 1.0 },
+        x_desc: None,
+        y_desc: None,
+        x_labels: Some(6),
+        x_label_formatter: Some(label),
+        y_label_area: 70,
+        legend: SeriesLabelPosition::UpperRight,
+        series: lines,
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(e)?;
-    root.present().map_err(|x| x.to_string())
 }
 
 fn escape(s: &str) -> String {

@@ -1,94 +1,47 @@
 //! `kansoku read`: print packets, or convert/recompress a trace with -w.
 
-use std::io::{self, BufWriter, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 
-use trace::Record;
+use pipeline::{Chain, Control, Report, Stages, TraceSource, Window};
+use trace::time::parse_time;
 
-use crate::cli::ReadArgs;
-use crate::error::{display_path, CliError, CliResult, EXIT_PROBLEMS};
+use crate::args::ReadArgs;
+use pipeline::sink::lines::Printer;
+
+use crate::output::Out;
 use crate::progress::Progress;
-use crate::sink::Sink;
-use crate::{input, output, signals, time};
+use crate::signals;
 
-pub fn run(args: &ReadArgs) -> CliResult<i32> {
-    let since = args
-        .since
-        .as_deref()
-        .map(time::parse_time)
-        .transpose()
-        .map_err(CliError::input)?;
-    let until = args
-        .until
-        .as_deref()
-        .map(time::parse_time)
-        .transpose()
-        .map_err(CliError::input)?;
-    if let (Some(s), Some(u)) = (since, until) {
-        if u <= s {
-            return Err(CliError::input("--until must be later than --since"));
-        }
-    }
-    let mut sink = args
-        .out
-        .write
-        .as_deref()
-        .map(|p| Sink::new(&args.out, p))
-        .transpose()?;
-    let (mut reader, window) = input::open(&args.read, since, until)?;
-    let name = display_path(&args.read);
-
-    let stdout = io::stdout();
-    let printing = sink.is_none();
+pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
+    let time = |t: &Option<String>| t.as_deref().map(parse_time).transpose();
+    let window = Window {
+        since: time(&args.since).map_err(pipeline::Error::usage)?,
+        until: time(&args.until).map_err(pipeline::Error::usage)?,
+    };
+    let out = match args.out.write_sink()? {
+        Some(t) => Out::Trace(t),
+        None => Out::Print(Printer::new(args.json, args.time.into())),
+    };
+    let mut source = TraceSource::open_window(&args.read, window)?;
     // Keep the terminal for the packet lines when they go to it.
-    let progress = Progress::new(
-        input::file_size(&args.read),
-        !printing || !stdout.is_terminal(),
-    );
-    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let mut packets = 0u64;
-    let mut read_error = None;
-    loop {
-        if signals::stop_requested() {
-            break;
-        }
-        // Read before the next record borrows the reader.
-        let position = reader.compressed_offset();
-        let rec = match reader.next_record() {
-            Ok(Some(rec)) => rec,
-            Ok(None) => break,
-            Err(e) => {
-                read_error = Some(e);
-                break;
-            }
-        };
-        if let Record::Packet(p) = &rec {
-            let ts = p.ts_nanos();
-            if since.is_some_and(|s| ts < s) || until.is_some_and(|u| ts >= u) {
-                continue;
-            }
-            if args.count.is_some_and(|c| packets >= c) {
-                break;
-            }
-            packets += 1;
-            progress.tick(packets, position);
-        }
-        match (&mut sink, &rec) {
-            (Some(sink), _) => sink.write(&rec)?,
-            (None, Record::Packet(p)) if args.json => output::write_json(&mut out, p)?,
-            (None, Record::Packet(p)) => output::write_text(&mut out, p, args.time)?,
-            (None, _) => {}
-        }
-    }
+    let printing = matches!(out, Out::Print(_));
+    let progress = Progress::new(source.size(), !printing || !io::stdout().is_terminal());
+    let mut chain = Chain::new(Stages::default(), Some(out));
+    chain.limit = args.count;
+    let ctl = Control {
+        stop: signals::stop_flag(),
+        progress: Some(&progress),
+    };
+    let mut report = pipeline::run(&mut source, &mut chain, ctl);
     progress.finish();
-    out.flush()?;
-    drop(out);
-
-    // Close the output before reporting a read error: nothing written is lost.
-    let mut code = 0;
-    if let Some(sink) = sink {
-        sink.finish()?.report(args.json)?;
+    // Close the output before reporting anything: nothing written is lost.
+    if let Some(out) = chain.passed {
+        if let Err(e) = out.finish(args.json) {
+            report.failed(e);
+        }
     }
-    match window {
+    let name = pipeline::display_path(&args.read);
+    match source.window_stats() {
         Some(w) if w.indexed => eprintln!(
             "kansoku: {name}: index: decompressed {} of {} blocks for the time window",
             w.chunks_decoded, w.chunks_total
@@ -98,12 +51,5 @@ pub fn run(args: &ReadArgs) -> CliResult<i32> {
         }
         None => {}
     }
-    if let Some(e) = read_error {
-        return Err(CliError::input(format!("{name}: {e}")));
-    }
-    if let Some(t) = reader.truncation() {
-        eprintln!("kansoku: {name}: warning: {t}");
-        code = EXIT_PROBLEMS;
-    }
-    Ok(code)
+    Ok(report)
 }

@@ -1,12 +1,13 @@
-//! `kansoku`: the command-line front end. Argument parsing, wiring of the
-//! library crates, and printing; the work itself is done in `wire` and `trace`.
+//! `kansoku`: the command-line front end, and only that: arguments
+//! (`args`), a pipeline built from them (`cmd_*`, one file a command), and
+//! printing. The work is done in the library crates: `pipeline` runs every
+//! command's loop and decides the exit code from its report; `wire`,
+//! `trace`, `capture`, `filter`, `aguri` and `synth` do the packets, files,
+//! rings, rules and summaries; `bench` is the benchmark harness.
 
 #![forbid(unsafe_code)]
 
-mod benchkit;
-mod cli;
-mod cmd_bench;
-mod cmd_bench_capture;
+mod args;
 mod cmd_capture;
 mod cmd_filter;
 mod cmd_generate;
@@ -15,46 +16,47 @@ mod cmd_profile;
 mod cmd_read;
 mod cmd_stats;
 mod cmd_synth;
-mod error;
-mod input;
 mod output;
+mod pattern;
 mod progress;
 mod signals;
-mod sink;
-mod time;
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use pipeline::{ErrorKind, Report};
 
-use crate::cli::{BenchCommand, Cli, Command};
-use crate::error::CliError;
+use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     signals::install();
-    let result = match cli.command {
+    let result: pipeline::Result<Report> = match cli.command {
         Command::Read(args) => cmd_read::run(&args),
         Command::Stats(args) => cmd_stats::run(&args),
         Command::Capture(args) => cmd_capture::run(&args),
         Command::Generate(args) => cmd_generate::run(&args),
         Command::Synth(args) => cmd_synth::run(&args),
         Command::Filter(args) => cmd_filter::run(&args),
-        Command::Bench(args) => match &args.command {
-            BenchCommand::Filter(_) => cmd_filter::bench(&args),
-            BenchCommand::Disk(a) => cmd_bench::disk(a),
-            BenchCommand::Compress(a) => cmd_bench::compress(a),
-            BenchCommand::Capture(a) => cmd_bench_capture::run(a),
-        },
         Command::Profile(args) => cmd_profile::run(&args),
         Command::Plot(args) => cmd_plot::run(&args),
+        Command::Bench(args) => bench::run(&args, signals::stop_flag()),
     };
-    match result {
-        Ok(code) => ExitCode::from(code as u8),
-        Err(CliError::BrokenPipe) => ExitCode::SUCCESS,
-        Err(CliError::Message { message, code }) => {
-            eprintln!("kansoku: {message}");
-            ExitCode::from(code as u8)
+    // The one place the exit code is decided: from the run's report, or
+    // from the error that stopped the command before it could run.
+    let code = match result {
+        Ok(report) => {
+            for m in report.messages() {
+                eprintln!("kansoku: {m}");
+            }
+            report.exit_code()
         }
-    }
+        Err(e) => {
+            if e.kind != ErrorKind::BrokenPipe {
+                eprintln!("kansoku: {e}");
+            }
+            e.exit_code()
+        }
+    };
+    ExitCode::from(code.code())
 }

@@ -1,124 +1,77 @@
-//! One line per packet, as text or as a JSON object.
+//! What the CLI prints besides tables: where packets go (lines or a trace),
+//! and the closing summary of a written trace.
 
 use std::io::{self, Write};
-use std::net::IpAddr;
 
+use pipeline::sink::lines::Printer;
+use pipeline::{Frame, PacketSink, SinkSummary, TraceSink};
 use serde::Serialize;
-use trace::Packet;
-use wire::{IpProtocol, Slice};
+use trace::Record;
 
-use crate::cli::TimeFormat;
-use crate::time;
+/// Where a reading command's packets go: printed, or written to a trace.
+pub enum Out {
+    Print(Printer),
+    Trace(TraceSink),
+}
 
-/// Writes `pkt` as one text line:
-/// `TIME [if N] [vlan A,B] PROTO SRC:PORT > DST:PORT [FLAGS] len LEN [(captured CAPLEN)] [problem]`.
-pub fn write_text(out: &mut impl Write, pkt: &Packet, time_format: TimeFormat) -> io::Result<()> {
-    let s = wire::slice(pkt.link_type, pkt.data);
-    match time_format {
-        TimeFormat::Epoch => write!(out, "{}", time::format_epoch(pkt.ts_nanos()))?,
-        TimeFormat::Rfc3339 => write!(out, "{}", time::format_rfc3339(pkt.ts_nanos()))?,
-    }
-    if pkt.interface != 0 {
-        write!(out, " if {}", pkt.interface)?;
-    }
-    let vlans = s.vlans();
-    if !vlans.is_empty() {
-        out.write_all(b" vlan ")?;
-        for (i, v) in vlans.iter().enumerate() {
-            if i > 0 {
-                out.write_all(b",")?;
-            }
-            write!(out, "{v}")?;
+impl PacketSink for Out {
+    fn record(&mut self, rec: &Record<'_>) -> pipeline::Result<()> {
+        match self {
+            Out::Print(p) => p.record(rec),
+            Out::Trace(t) => t.record(rec),
         }
     }
-    match s.five_tuple() {
-        Some(ft) => {
-            if has_ports(ft.protocol) {
-                // `tcp 10.0.0.1:1234 > 10.0.0.2:80`, IPv6 addresses in brackets.
-                write!(out, " {ft}")?;
-            } else {
-                write!(out, " {} {} > {}", ft.protocol, ft.src, ft.dst)?;
-            }
-            if let Some(flags) = s.tcp_flags() {
-                write!(out, " {flags}")?;
-            }
-            if let Some((ty, code)) = s.icmp() {
-                write!(out, " type {ty} code {code}")?;
-            }
+
+    fn frame(&mut self, f: &Frame<'_>) -> pipeline::Result<()> {
+        match self {
+            Out::Print(p) => p.frame(f),
+            Out::Trace(t) => t.frame(f),
         }
-        None => write!(out, " {}", pkt.link_type)?,
     }
-    write!(out, " len {}", pkt.orig_len)?;
-    if pkt.caplen() != pkt.orig_len {
-        write!(out, " (captured {})", pkt.caplen())?;
+
+    fn flush(&mut self) -> pipeline::Result<()> {
+        match self {
+            Out::Print(p) => p.flush(),
+            Out::Trace(_) => Ok(()),
+        }
     }
-    if let Some(e) = s.error() {
-        write!(out, " [{e}]")?;
-    }
-    out.write_all(b"\n")
 }
 
-fn has_ports(p: IpProtocol) -> bool {
-    matches!(p, IpProtocol::Tcp | IpProtocol::Udp)
+impl Out {
+    /// Flushes the lines or closes the trace; a written trace is summed up
+    /// (JSON on standard output, unless the trace went there).
+    pub fn finish(self, json: bool) -> pipeline::Result<Option<SinkSummary>> {
+        match self {
+            Out::Print(mut p) => PacketSink::flush(&mut p).map(|_| None),
+            Out::Trace(t) => t.finish().map(Some),
+        }
+        .and_then(|s| {
+            if let Some(s) = &s {
+                report_summary(s, json)?;
+            }
+            Ok(s)
+        })
+    }
 }
 
-#[derive(Serialize)]
-struct JsonPacket<'a> {
-    ts_ns: u64,
-    time: String,
-    interface: u32,
-    link_type: String,
-    len: u32,
-    caplen: u32,
-    #[serde(skip_serializing_if = "<[u16]>::is_empty")]
-    vlans: &'a [u16],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    protocol: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    src: Option<IpAddr>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dst: Option<IpAddr>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    src_port: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dst_port: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tcp_flags: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    icmp_type: Option<u8>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    icmp_code: Option<u8>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload_offset: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    problem: Option<String>,
+/// Prints a written trace's closing summary: as JSON on standard output (on
+/// standard error when the trace itself went to standard output), else as
+/// a line on standard error.
+pub fn report_summary(s: &SinkSummary, json: bool) -> pipeline::Result<()> {
+    if !json {
+        eprintln!("kansoku: {}", s.describe());
+    } else if s.on_stdout() {
+        eprintln!("{}", serde_json::to_string(s).map_err(io::Error::from)?);
+    } else {
+        print_json(s)?;
+    }
+    Ok(())
 }
 
-/// Writes `pkt` as one JSON object on its own line.
-pub fn write_json(out: &mut impl Write, pkt: &Packet) -> io::Result<()> {
-    let s: Slice = wire::slice(pkt.link_type, pkt.data);
-    let ft = s.five_tuple();
-    let ports = ft.filter(|f| has_ports(f.protocol));
-    let icmp = s.icmp();
-    let j = JsonPacket {
-        ts_ns: pkt.ts_nanos(),
-        time: time::format_rfc3339(pkt.ts_nanos()),
-        interface: pkt.interface,
-        link_type: pkt.link_type.to_string(),
-        len: pkt.orig_len,
-        caplen: pkt.caplen(),
-        vlans: s.vlans(),
-        protocol: ft.map(|f| f.protocol.to_string()),
-        src: ft.map(|f| f.src),
-        dst: ft.map(|f| f.dst),
-        src_port: ports.map(|f| f.src_port),
-        dst_port: ports.map(|f| f.dst_port),
-        tcp_flags: s.tcp_flags().map(|f| f.to_string()),
-        icmp_type: icmp.map(|i| i.0),
-        icmp_code: icmp.map(|i| i.1),
-        payload_offset: s.payload_offset(),
-        problem: s.error().map(|e| e.to_string()),
-    };
-    serde_json::to_writer(&mut *out, &j).map_err(io::Error::from)?;
-    out.write_all(b"\n")
+/// One JSON document on a line of standard output.
+pub fn print_json(v: &impl Serialize) -> pipeline::Result<()> {
+    let mut o = io::stdout().lock();
+    serde_json::to_writer(&mut o, v).map_err(io::Error::from)?;
+    writeln!(o)?;
+    Ok(())
 }

@@ -1,14 +1,11 @@
 //! Progress on a terminal for long jobs: a bar over the input file's bytes
-//! (or a spinner on a stream), updated every few thousand packets. Nothing is
+//! (or a spinner on a stream), updated every few thousand packets (`pipeline::run::PROGRESS_EVERY`). Nothing is
 //! drawn when standard error is not a terminal.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-/// Packets between two updates: keeps the per-packet cost to a counter test.
-const UPDATE_EVERY: u64 = 8192;
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -41,20 +38,19 @@ impl Progress {
         Progress { bar: Some(bar) }
     }
 
-    /// Call once per packet; redraws every [`UPDATE_EVERY`] packets.
-    #[inline]
-    pub fn tick(&self, packets: u64, position: u64) {
-        if packets.is_multiple_of(UPDATE_EVERY) {
-            if let Some(bar) = &self.bar {
-                bar.set_position(position);
-                bar.set_message(format!("{packets} packets"));
-            }
-        }
-    }
-
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+        }
+    }
+}
+
+impl pipeline::Progress for Progress {
+    /// Redraws (the pipeline calls it every few thousand items).
+    fn tick(&self, packets: u64, position: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(position);
+            bar.set_message(format!("{packets} packets"));
         }
     }
 }

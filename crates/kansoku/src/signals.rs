@@ -1,7 +1,7 @@
-//! SIGINT and SIGTERM stop long jobs cleanly: loops poll [`stop_requested`]
-//! and close their output files properly before exiting.
+//! SIGINT and SIGTERM stop long jobs cleanly: the pipeline's loops poll the
+//! flag and close their output files properly before exiting.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::sync::OnceLock;
 
@@ -20,12 +20,7 @@ pub fn install() {
     }
 }
 
-/// Whether a stop was requested. One relaxed load: cheap enough per packet.
-pub fn stop_requested() -> bool {
-    STOP.get().is_some_and(|f| f.load(Ordering::Relaxed))
-}
-
-/// The flag itself, for loops in other crates (the capture pipeline).
+/// The flag: set once a stop was requested.
 pub fn stop_flag() -> &'static AtomicBool {
     static NEVER: AtomicBool = AtomicBool::new(false);
     STOP.get().map_or(&NEVER, |f| f.as_ref())

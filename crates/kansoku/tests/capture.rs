@@ -426,7 +426,8 @@ wait $pid
 /// rates the kernel retires a block every 10 ms with a few packets in it, so
 /// a slow disk lost packets at a few thousand packets a second. Sized in
 /// bytes, the queue absorbs the backlog; with `--queue-mib 0` (one block at a
-/// time) the same disk loses, and says so.
+/// time) the same disk loses, and says so. The emulated disk is the bench
+/// harness's (`kansoku bench capture-worker`, the same lane as `capture`).
 #[test]
 fn a_slow_disk_at_a_low_rate_loses_nothing_with_the_queue_sized_in_bytes() {
     if !can_run("capture") {
@@ -438,9 +439,9 @@ fn a_slow_disk_at_a_low_rate_loses_nothing_with_the_queue_sized_in_bytes() {
     in_netns(
         dir.path(),
         r#"
-$K capture -i kcb -c 3000 --disk-mbps 0.6 --compress none -w "$DIR/q.pcap" --json > "$DIR/q.json" 2> "$DIR/q.err" &
+$K bench capture-worker -i kcb -c 3000 --disk-mbps 0.6 --compress none -w "$DIR/q.pcap" --json > "$DIR/q.json" 2> "$DIR/q.err" &
 a=$!
-$K capture -i kcb -c 3000 --disk-mbps 0.6 --compress none --queue-mib 0 -w "$DIR/q0.pcap" --json > "$DIR/q0.json" 2> "$DIR/q0.err" &
+$K bench capture-worker -i kcb -c 3000 --disk-mbps 0.6 --compress none --queue-mib 0 -w "$DIR/q0.pcap" --json > "$DIR/q0.json" 2> "$DIR/q0.err" &
 b=$!
 wait_listening "$DIR/q.err"
 wait_listening "$DIR/q0.err"

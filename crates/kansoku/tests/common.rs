@@ -194,23 +194,8 @@ pub fn packets_of(records: &[Owned]) -> Vec<SharkPacket> {
 }
 
 /// Whether tests that need root (network namespaces, veth pairs, raw
-/// sockets) can run. CI runs as root and must run them; elsewhere they are
-/// skipped with a note naming `what`.
+/// sockets) can run: the harness's own check (CI runs as root and must run
+/// them; elsewhere they are skipped with a note naming `what`).
 pub fn can_run(what: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{what} tests need root, and CI runs as root"
-        );
-        eprintln!("skipping: {what} tests need root");
-    }
-    root
+    bench::netns::can_run(what)
 }

@@ -65,6 +65,42 @@ pub enum FrameSize {
     Uniform(usize, usize),
 }
 
+impl FrameSize {
+    /// `64` or `64-1518` (frame sizes of the command line, within 64–1518).
+    pub fn parse(s: &str) -> Result<FrameSize, String> {
+        let bad = || format!("bad --size '{s}' (expected BYTES or MIN-MAX, within 64-1518)");
+        let num = |t: &str| t.trim().parse::<usize>().map_err(|_| bad());
+        let size = match s.split_once('-') {
+            Some((a, b)) => FrameSize::Uniform(num(a)?, num(b)?),
+            None => FrameSize::Fixed(num(s)?),
+        };
+        let ok = match size {
+            FrameSize::Fixed(n) => (64..=1518).contains(&n),
+            FrameSize::Uniform(a, b) => {
+                (64..=1518).contains(&a) && (64..=1518).contains(&b) && a <= b
+            }
+        };
+        if ok {
+            Ok(size)
+        } else {
+            Err(bad())
+        }
+    }
+}
+
+/// `10.0.0.0/8`, `2001:db8::/32`: an address prefix given with `flag`.
+pub fn parse_prefix(s: &str, flag: &str) -> Result<(IpAddr, u8), String> {
+    let bad = || format!("bad {flag} '{s}' (expected ADDRESS/LENGTH like 10.0.0.0/8)");
+    let (a, l) = s.split_once('/').ok_or_else(bad)?;
+    let addr: IpAddr = a.parse().map_err(|_| bad())?;
+    let len: u8 = l.parse().map_err(|_| bad())?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return Err(bad());
+    }
+    Ok((addr, len))
+}
+
 /// Which transport protocol frames carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProtoMix {

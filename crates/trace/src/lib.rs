@@ -30,6 +30,7 @@ pub mod index;
 pub mod read;
 pub mod record;
 pub mod rotate;
+pub mod time;
 pub mod window;
 pub mod write;
 

@@ -127,17 +127,6 @@ pub struct WriterConfig {
     pub index: bool,
     /// `fdatasync` the trace after every chunk (file-backed writers only).
     pub sync: bool,
-    /// Write every record as a chunk of its own: one `write` per packet
-    /// and, with a codec, every packet compressed alone. This is libpcap's
-    /// `pcap_dump` pattern and paper 000's per-packet compression, kept for
-    /// experiments (`kansoku bench capture`); blocks are what make
-    /// compression pay, so it is off by default.
-    pub flush_each_record: bool,
-    /// Emulate a disk that absorbs this many bytes per second: after each
-    /// write the writer sleeps as long as the disk would take (see
-    /// [`DiskThrottle`]). For experiments that reproduce the disk-bound
-    /// regime of papers 000 and 003 on a fast machine; `None` by default.
-    pub disk_bytes_per_sec: Option<u64>,
     /// Compression threads (at most [`MAX_THREADS`]). 0 or 1, the default:
     /// chunks are compressed on the thread that writes records. 2 or more:
     /// a pool of that many threads compresses chunks while the caller keeps
@@ -164,8 +153,6 @@ impl Default for WriterConfig {
             snaplen: DEFAULT_SNAPLEN,
             index: true,
             sync: false,
-            flush_each_record: false,
-            disk_bytes_per_sec: None,
             threads: 1,
         }
     }
@@ -186,61 +173,7 @@ impl WriterConfig {
                 self.block_size
             )));
         }
-        if self.disk_bytes_per_sec == Some(0) {
-            return Err(Error::Config(
-                "emulated disk throughput must be positive".into(),
-            ));
-        }
         check_level(self.codec, self.level)
-    }
-}
-
-/// An emulated disk: writes are serviced one after another at a fixed
-/// throughput, with no cache in front. [`wrote`](DiskThrottle::wrote)
-/// sleeps until the disk would have finished the bytes given so far.
-///
-/// The disk's clock runs ahead of real time by the writes still in
-/// service; up to [`DiskThrottle::SLACK`] of idle time may be spent on
-/// later writes, so that timer granularity (a sleep wakes late by tens of
-/// microseconds) does not make the disk slower than its stated throughput.
-/// Sleeps shorter than [`DiskThrottle::MIN_SLEEP`] are deferred until the
-/// owed time adds up, which keeps per-packet writes honest too.
-#[derive(Clone, Debug)]
-pub struct DiskThrottle {
-    bytes_per_sec: f64,
-    /// When the disk finishes the writes given so far.
-    free_at: Option<std::time::Instant>,
-}
-
-impl DiskThrottle {
-    /// Idle disk time that later writes may use.
-    pub const SLACK: std::time::Duration = std::time::Duration::from_millis(2);
-    /// Owed time below this is carried forward instead of slept.
-    pub const MIN_SLEEP: std::time::Duration = std::time::Duration::from_micros(500);
-
-    /// A disk of `bytes_per_sec` (at least 1).
-    pub fn new(bytes_per_sec: u64) -> DiskThrottle {
-        DiskThrottle {
-            bytes_per_sec: bytes_per_sec.max(1) as f64,
-            free_at: None,
-        }
-    }
-
-    /// Accounts `n` bytes written and sleeps while the disk is behind.
-    pub fn wrote(&mut self, n: usize) {
-        let now = std::time::Instant::now();
-        let earliest = now.checked_sub(Self::SLACK).unwrap_or(now);
-        let start = match self.free_at {
-            Some(t) if t > earliest => t,
-            _ => earliest,
-        };
-        let end = start + std::time::Duration::from_secs_f64(n as f64 / self.bytes_per_sec);
-        self.free_at = Some(end);
-        if let Some(owed) = end.checked_duration_since(now) {
-            if owed >= Self::MIN_SLEEP {
-                std::thread::sleep(owed);
-            }
-        }
     }
 }
 
@@ -262,6 +195,19 @@ pub struct WriteStats {
     /// Records the output format cannot hold (pcapng-only blocks and extra
     /// sections written to pcap), dropped.
     pub dropped_records: u64,
+}
+
+impl std::ops::AddAssign<&WriteStats> for WriteStats {
+    /// Sums the counters of several files (rotation, one file per ring).
+    fn add_assign(&mut self, o: &WriteStats) {
+        self.packets += o.packets;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.chunks += o.chunks;
+        self.raw_blocks += o.raw_blocks;
+        self.blocks += o.blocks;
+        self.dropped_records += o.dropped_records;
+    }
 }
 
 /// What the current chunk holds.
@@ -312,8 +258,6 @@ pub struct TraceWriter<W: Write> {
     cfg: WriterConfig,
     index: Option<IndexWriter>,
     sync: Option<fn(&W) -> io::Result<()>>,
-    /// The emulated disk, when `disk_bytes_per_sec` is set.
-    throttle: Option<DiskThrottle>,
     enc: ChunkEncoder,
     /// Records of the current chunk, uncompressed.
     block: Vec<u8>,
@@ -393,7 +337,6 @@ impl<W: Write> TraceWriter<W> {
             None
         };
         Ok(TraceWriter {
-            throttle: cfg.disk_bytes_per_sec.map(DiskThrottle::new),
             sink,
             block: Vec::with_capacity(cfg.block_size + 2048),
             out: Vec::with_capacity(cfg.block_size + cfg.block_size / 8 + 64),
@@ -706,7 +649,7 @@ impl<W: Write> TraceWriter<W> {
             self.stats.packets += 1;
         }
         // Metadata needs no flush of its own: the next packet flushes it.
-        if self.block.len() >= self.cfg.block_size || (self.cfg.flush_each_record && !metadata) {
+        if self.block.len() >= self.cfg.block_size {
             self.flush_chunk(self.block.len())?;
         }
         Ok(())
@@ -778,9 +721,6 @@ impl<W: Write> TraceWriter<W> {
                 e,
             )
         })?;
-        if let Some(t) = self.throttle.as_mut() {
-            t.wrote(out.len());
-        }
         if let Some(sync) = self.sync {
             sync(&self.sink).map_err(|e| Error::io("syncing the trace", e))?;
         }
@@ -818,9 +758,6 @@ impl<W: Write> TraceWriter<W> {
             .and_then(|()| self.sink.flush())
             .map_err(|e| Error::io("writing the end of the trace", e))?;
         self.stats.bytes_out += out.len() as u64;
-        if let Some(t) = self.throttle.as_mut() {
-            t.wrote(out.len());
-        }
         Ok(())
     }
 
@@ -901,63 +838,4 @@ impl<W: Write> Drop for TraceWriter<W> {
 
 fn failed_before() -> Error {
     Error::Config("an earlier chunk failed; the trace writer stopped".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn frame() -> Vec<u8> {
-        (0..200u32).map(|i| (i % 7) as u8).collect()
-    }
-
-    #[test]
-    fn flush_each_record_writes_one_chunk_per_packet() {
-        for codec in [Codec::None, Codec::Lz4, Codec::Zstd, Codec::Gzip] {
-            let cfg = WriterConfig {
-                codec,
-                flush_each_record: true,
-                ..WriterConfig::default()
-            };
-            let mut w = TraceWriter::new(Vec::new(), cfg).unwrap();
-            for i in 0..10 {
-                w.write_packet(LinkType::Ethernet, i, 200, &frame())
-                    .unwrap();
-            }
-            // The file header is a chunk of its own, then one per packet.
-            assert_eq!(w.stats().chunks, 11, "{codec:?}");
-            assert_eq!(w.stats().packets, 10);
-        }
-    }
-
-    #[test]
-    fn emulated_disk_takes_at_least_bytes_over_throughput() {
-        // 100 kB/s: 20 chunks of about 4 kB must take about 0.8 s; allow
-        // the slack the throttle grants, never less.
-        let cfg = WriterConfig {
-            codec: Codec::None,
-            block_size: MIN_BLOCK_SIZE,
-            disk_bytes_per_sec: Some(100_000),
-            index: false,
-            ..WriterConfig::default()
-        };
-        let start = std::time::Instant::now();
-        let mut w = TraceWriter::new(io::sink(), cfg).unwrap();
-        for i in 0..400 {
-            w.write_packet(LinkType::Ethernet, i, 200, &frame())
-                .unwrap();
-        }
-        let stats = w.finish().unwrap();
-        let want = stats.bytes_out as f64 / 100_000.0 - DiskThrottle::SLACK.as_secs_f64();
-        assert!(start.elapsed().as_secs_f64() >= want * 0.99, "{stats:?}");
-    }
-
-    #[test]
-    fn zero_disk_throughput_is_rejected() {
-        let cfg = WriterConfig {
-            disk_bytes_per_sec: Some(0),
-            ..WriterConfig::default()
-        };
-        assert!(cfg.validate().is_err());
-    }
 }

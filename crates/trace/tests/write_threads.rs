@@ -157,19 +157,23 @@ fn three_threads_write_what_one_thread_writes() {
 
 #[test]
 fn one_write_per_packet_with_threads_matches_one_thread() {
-    // libpcap's pattern (a chunk per packet) with threads: hundreds of tiny
-    // jobs in flight, finishing out of order.
+    // libpcap's pattern (a chunk per packet, as `bench capture`'s -pkt
+    // configurations write) with threads: flush_block after every packet
+    // hands each tiny chunk to a thread and waits for it to be written.
     let dir = tempfile::tempdir().unwrap();
     let pkts = packets(500, OutputFormat::Pcap);
     for codec in CODECS {
         let mut stats = Vec::new();
         for threads in [1, 4] {
             let path = dir.path().join(name(OutputFormat::Pcap, codec, threads));
-            let cfg = WriterConfig {
-                flush_each_record: true,
-                ..config(OutputFormat::Pcap, codec, threads)
-            };
-            stats.push(write_file(&path, cfg, &pkts));
+            // A block ended after every packet: one chunk each.
+            let mut w =
+                TraceWriter::create(&path, config(OutputFormat::Pcap, codec, threads)).unwrap();
+            for p in &pkts {
+                w.write_packet(p.link, p.ts, p.orig_len, &p.data).unwrap();
+                w.flush_block().unwrap();
+            }
+            stats.push(w.finish().unwrap());
             assert!(read_packets(TraceReader::open(&path).unwrap()) == pkts);
         }
         assert_eq!(stats[0], stats[1], "{codec}");

@@ -1,7 +1,10 @@
 //! Slicing throughput on a batch of mixed frames (IPv4/IPv6, TCP/UDP/ICMP,
 //! VLAN-tagged), beside a baseline that only reads each frame's EtherType:
 //! the cost of touching the packets at all. Both run in the same process, and
-//! their Mpps are printed side by side at the end.
+//! their Mpps are printed side by side at the end. `slice_unusual` takes the
+//! paths the mix does not (QinQ 0x9100, IPv4 options, IPv6 extension headers,
+//! ESP, fragments, ARP); the `flow_bits_*` pair is the profiler's call, through
+//! `slice` and through the fast path.
 
 use criterion::{black_box, criterion_group, Criterion, Throughput};
 use std::time::Instant;
@@ -51,6 +54,48 @@ fn frames() -> Vec<Vec<u8>> {
         vlan(&udp6, &["88a80064", "810000c8"]),
         vlan(&udp4, &["81000014"]),
     ]
+}
+
+/// The paths the mix does not take: the pre-standard QinQ TPID 0x9100,
+/// IPv4 options, IPv6 extension headers (hop-by-hop, then a fragment
+/// header), ESP, a non-first fragment, and ARP.
+fn unusual_frames() -> Vec<Vec<u8>> {
+    let f = frames();
+    let (ack4, udp4, udp6) = (&f[2], &f[3], &f[5]);
+    let mut out = Vec::new();
+    // 0x9100 outer tag 30, 802.1Q inner tag 40.
+    let mut qinq = ack4[..12].to_vec();
+    qinq.extend_from_slice(&hex("9100001e81000028"));
+    qinq.extend_from_slice(&ack4[12..]);
+    out.push(qinq);
+    // IPv4 with a Router Alert option (RFC 2113): IHL 6.
+    let mut opts = udp4[..34].to_vec();
+    opts[14] = 0x46;
+    let tl = u16::from_be_bytes([opts[16], opts[17]]) + 4;
+    opts[16..18].copy_from_slice(&tl.to_be_bytes());
+    opts.extend_from_slice(&hex("94040000"));
+    opts.extend_from_slice(&udp4[34..]);
+    out.push(opts);
+    // IPv6, hop-by-hop (Router Alert, RFC 2711), then a first fragment header.
+    let mut ext = udp6[..54].to_vec();
+    ext[20] = 0;
+    ext.extend_from_slice(&hex("2c00050200000100"));
+    ext.extend_from_slice(&hex("1100000112345678"));
+    ext.extend_from_slice(&udp6[54..]);
+    let pl = (ext.len() - 54) as u16;
+    ext[18..20].copy_from_slice(&pl.to_be_bytes());
+    out.push(ext);
+    // ESP over IPv6 (the UDP bytes read as SPI and sequence number).
+    let mut esp = udp6.clone();
+    esp[20] = 50;
+    out.push(esp);
+    // A non-first IPv4 fragment.
+    let mut frag = udp4.clone();
+    frag[20..22].copy_from_slice(&[0x20, 0xb9]);
+    out.push(frag);
+    // ARP (RFC 826 layout): no network layer.
+    out.push(hex("ffffffffffff00070daff454080600010800060400010007"));
+    out
 }
 
 /// 4096 frames cycling through the mix, so the batch does not fit a single
@@ -119,6 +164,16 @@ fn bench(c: &mut Criterion) {
     let typical: Vec<Vec<u8>> = std::iter::repeat_n(frames()[0].clone(), 4096).collect();
     g.bench_function("slice_eth_ipv4_tcp_64", |x| {
         x.iter(|| slice_all(black_box(&typical)))
+    });
+    let unusual: Vec<Vec<u8>> = unusual_frames().into_iter().cycle().take(4096).collect();
+    g.bench_function("slice_unusual", |x| {
+        x.iter(|| slice_all(black_box(&unusual)))
+    });
+    g.bench_function("flow_bits_via_slice_mixed", |x| {
+        x.iter(|| slice_flow_bits(black_box(&b)))
+    });
+    g.bench_function("flow_bits_mixed", |x| {
+        x.iter(|| fast_flow_bits(black_box(&b)))
     });
     g.finish();
 }

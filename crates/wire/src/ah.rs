@@ -6,6 +6,17 @@ use crate::error::{need, Error, Layer, Result};
 use crate::ip::IpProtocol;
 use core::fmt;
 
+/// Field offsets within the header.
+pub mod field {
+    use core::ops::Range;
+    pub const NXT_HDR: usize = 0;
+    /// Payload Len: the header's length in 32-bit words, minus 2.
+    pub const LENGTH: usize = 1;
+    pub const RESERVED: Range<usize> = 2..4;
+    pub const SPI: Range<usize> = 4..8;
+    pub const SEQ: Range<usize> = 8..12;
+}
+
 /// Length of the fixed part (before the ICV).
 pub const HEADER_LEN: usize = 12;
 
@@ -17,11 +28,13 @@ pub struct AhPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> AhPacket<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         AhPacket { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -29,6 +42,7 @@ impl<T: AsRef<[u8]>> AhPacket<T> {
     }
 
     /// Checks that the header with its ICV, as the length field gives it, is there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         need(Layer::Ah, b, HEADER_LEN)?;
@@ -40,26 +54,32 @@ impl<T: AsRef<[u8]>> AhPacket<T> {
     }
 
     /// Next header.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
-        IpProtocol::from(self.buffer.as_ref()[0])
+        IpProtocol::from(self.buffer.as_ref()[field::NXT_HDR])
     }
     /// Header length in bytes, ICV included: (Payload Len + 2) × 4.
+    #[inline]
     pub fn header_len(&self) -> usize {
-        (usize::from(self.buffer.as_ref()[1]) + 2) * 4
+        (usize::from(self.buffer.as_ref()[field::LENGTH]) + 2) * 4
     }
     /// Security Parameters Index.
+    #[inline]
     pub fn spi(&self) -> u32 {
-        be32(&self.buffer.as_ref()[4..8])
+        be32(&self.buffer.as_ref()[field::SPI])
     }
     /// Sequence number.
+    #[inline]
     pub fn seq_number(&self) -> u32 {
-        be32(&self.buffer.as_ref()[8..12])
+        be32(&self.buffer.as_ref()[field::SEQ])
     }
     /// Integrity Check Value (with any padding).
+    #[inline]
     pub fn icv(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
     }
     /// What the header protects, after the ICV.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
@@ -101,11 +121,11 @@ impl<'a> AhRepr<'a> {
             return Err(Error::bad_length(Layer::Ah, len, HEADER_LEN));
         }
         need(Layer::Ah, buf, len)?;
-        buf[0] = self.next_header.into();
-        buf[1] = (len / 4 - 2) as u8;
-        buf[2..4].copy_from_slice(&[0, 0]);
-        buf[4..8].copy_from_slice(&self.spi.to_be_bytes());
-        buf[8..12].copy_from_slice(&self.seq_number.to_be_bytes());
+        buf[field::NXT_HDR] = self.next_header.into();
+        buf[field::LENGTH] = (len / 4 - 2) as u8;
+        buf[field::RESERVED].copy_from_slice(&[0, 0]);
+        buf[field::SPI].copy_from_slice(&self.spi.to_be_bytes());
+        buf[field::SEQ].copy_from_slice(&self.seq_number.to_be_bytes());
         buf[HEADER_LEN..len].copy_from_slice(self.icv);
         Ok(())
     }

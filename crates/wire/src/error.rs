@@ -106,6 +106,7 @@ pub type Result<T> = core::result::Result<T, Error>;
 
 impl Error {
     /// A truncation error at offset 0 of the layer's own buffer.
+    #[inline]
     pub const fn truncated(layer: Layer, needed: usize, had: usize) -> Error {
         Error {
             layer,
@@ -115,6 +116,7 @@ impl Error {
     }
 
     /// A length-field error at offset 0 of the layer's own buffer.
+    #[inline]
     pub const fn bad_length(layer: Layer, value: usize, min: usize) -> Error {
         Error {
             layer,
@@ -124,6 +126,7 @@ impl Error {
     }
 
     /// The same error moved `base` bytes further into the enclosing buffer.
+    #[inline]
     pub const fn at(self, base: usize) -> Error {
         Error {
             offset: self.offset.saturating_add(base),
@@ -175,7 +178,7 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl core::error::Error for Error {}
 
 /// Checks that `buf` holds at least `needed` bytes for `layer`.
 #[inline(always)]

@@ -6,6 +6,13 @@ use crate::be32;
 use crate::error::{need, Layer, Result};
 use core::fmt;
 
+/// Field offsets within the header.
+pub mod field {
+    use core::ops::Range;
+    pub const SPI: Range<usize> = 0..4;
+    pub const SEQ: Range<usize> = 4..8;
+}
+
 /// Length of SPI plus sequence number.
 pub const HEADER_LEN: usize = 8;
 
@@ -17,11 +24,13 @@ pub struct EspPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> EspPacket<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         EspPacket { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -29,19 +38,23 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
     }
 
     /// Checks that SPI and sequence number are there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Esp, self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// Security Parameters Index.
+    #[inline]
     pub fn spi(&self) -> u32 {
-        be32(&self.buffer.as_ref()[0..4])
+        be32(&self.buffer.as_ref()[field::SPI])
     }
     /// Sequence number (low 32 bits when ESN is used).
+    #[inline]
     pub fn seq_number(&self) -> u32 {
-        be32(&self.buffer.as_ref()[4..8])
+        be32(&self.buffer.as_ref()[field::SEQ])
     }
     /// Everything after the header: IV, ciphertext, trailer, ICV.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
@@ -50,11 +63,11 @@ impl<T: AsRef<[u8]>> EspPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EspPacket<T> {
     /// Sets the SPI.
     pub fn set_spi(&mut self, v: u32) {
-        self.buffer.as_mut()[0..4].copy_from_slice(&v.to_be_bytes());
+        self.buffer.as_mut()[field::SPI].copy_from_slice(&v.to_be_bytes());
     }
     /// Sets the sequence number.
     pub fn set_seq_number(&mut self, v: u32) {
-        self.buffer.as_mut()[4..8].copy_from_slice(&v.to_be_bytes());
+        self.buffer.as_mut()[field::SEQ].copy_from_slice(&v.to_be_bytes());
     }
 }
 

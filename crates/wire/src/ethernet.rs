@@ -5,7 +5,8 @@
 use crate::error::{need, Layer, Result};
 use core::fmt;
 
-mod field {
+/// Field offsets within the header.
+pub mod field {
     use core::ops::Range;
     pub const DESTINATION: Range<usize> = 0..6;
     pub const SOURCE: Range<usize> = 6..12;
@@ -28,35 +29,65 @@ pub enum EtherType {
     QinQ,
     /// 0x86dd.
     Ipv6,
+    /// 0x9100: the pre-standard QinQ TPID that some switches still send for
+    /// the outer tag (not in the IEEE registry; Linux's `ETH_P_QINQ1`,
+    /// tcpdump's "802.1Q-9100"). A VLAN tag follows, as after 0x8100.
+    QinQLegacy,
     /// Any other value (including 802.3 length values below 0x0600).
     Unknown(u16),
 }
 
-impl From<u16> for EtherType {
+impl EtherType {
+    /// The registry value.
     #[inline]
-    fn from(v: u16) -> Self {
+    pub const fn code(self) -> u16 {
+        match self {
+            EtherType::Ipv4 => 0x0800,
+            EtherType::Arp => 0x0806,
+            EtherType::Vlan => 0x8100,
+            EtherType::QinQ => 0x88a8,
+            EtherType::Ipv6 => 0x86dd,
+            EtherType::QinQLegacy => 0x9100,
+            EtherType::Unknown(v) => v,
+        }
+    }
+
+    /// The EtherType for a registry value.
+    #[inline]
+    pub const fn from_code(v: u16) -> EtherType {
         match v {
             0x0800 => EtherType::Ipv4,
             0x0806 => EtherType::Arp,
             0x8100 => EtherType::Vlan,
             0x88a8 => EtherType::QinQ,
             0x86dd => EtherType::Ipv6,
+            0x9100 => EtherType::QinQLegacy,
             v => EtherType::Unknown(v),
         }
+    }
+
+    /// Whether a VLAN tag ([`crate::vlan`]) follows: 802.1Q, 802.1ad, or the
+    /// pre-standard 0x9100.
+    #[inline]
+    pub const fn is_vlan_tpid(self) -> bool {
+        matches!(
+            self,
+            EtherType::Vlan | EtherType::QinQ | EtherType::QinQLegacy
+        )
+    }
+}
+
+impl From<u16> for EtherType {
+    #[inline]
+    fn from(v: u16) -> Self {
+        EtherType::from_code(v)
     }
 }
 
 impl From<EtherType> for u16 {
     #[inline]
     fn from(t: EtherType) -> u16 {
-        match t {
-            EtherType::Ipv4 => 0x0800,
-            EtherType::Arp => 0x0806,
-            EtherType::Vlan => 0x8100,
-            EtherType::QinQ => 0x88a8,
-            EtherType::Ipv6 => 0x86dd,
-            EtherType::Unknown(v) => v,
-        }
+        t.code()
     }
 }
 
@@ -68,6 +99,7 @@ impl fmt::Display for EtherType {
             EtherType::Vlan => f.write_str("802.1q"),
             EtherType::QinQ => f.write_str("802.1ad"),
             EtherType::Ipv6 => f.write_str("ipv6"),
+            EtherType::QinQLegacy => f.write_str("802.1q-9100"),
             EtherType::Unknown(v) => write!(f, "0x{v:04x}"),
         }
     }
@@ -96,11 +128,13 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Wraps a buffer without checking it; accessors may panic on a short one.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         EthernetFrame { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let f = Self::new_unchecked(buffer);
         f.check_len()?;
@@ -108,16 +142,19 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 
     /// Checks that the buffer holds the whole header; after this no accessor panics.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Ethernet, self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// Returns the wrapped buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// Destination MAC address.
+    #[inline]
     pub fn dst_addr(&self) -> EthernetAddress {
         let mut a = [0; 6];
         a.copy_from_slice(&self.buffer.as_ref()[field::DESTINATION]);
@@ -125,6 +162,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 
     /// Source MAC address.
+    #[inline]
     pub fn src_addr(&self) -> EthernetAddress {
         let mut a = [0; 6];
         a.copy_from_slice(&self.buffer.as_ref()[field::SOURCE]);
@@ -132,12 +170,14 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 
     /// The EtherType (or 802.3 length).
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         let b = &self.buffer.as_ref()[field::ETHERTYPE];
         EtherType::from(u16::from_be_bytes([b[0], b[1]]))
     }
 
     /// Everything after the header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
@@ -244,6 +284,23 @@ mod tests {
             buf,
             [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x08, 0x06]
         );
+    }
+
+    #[test]
+    fn ethertypes_round_trip_and_name_the_tag_protocols() {
+        for v in 0..=u16::MAX {
+            let t = EtherType::from(v);
+            assert_eq!(u16::from(t), v);
+            assert_eq!((t.code(), EtherType::from_code(v)), (v, t));
+            assert_eq!(t.is_vlan_tpid(), matches!(v, 0x8100 | 0x88a8 | 0x9100));
+            assert_eq!(
+                matches!(t, EtherType::Unknown(_)),
+                t.to_string().starts_with("0x")
+            );
+        }
+        assert_eq!(EtherType::from(0x9100), EtherType::QinQLegacy);
+        assert_eq!(EtherType::QinQLegacy.to_string(), "802.1q-9100");
+        assert_eq!(EtherType::from(0x9200).to_string(), "0x9200");
     }
 
     #[test]

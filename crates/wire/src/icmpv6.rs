@@ -9,7 +9,8 @@ use crate::{be16, be32};
 use core::fmt;
 use core::net::IpAddr;
 
-mod field {
+/// Field offsets within the header.
+pub mod field {
     use core::ops::Range;
     pub const TYPE: usize = 0;
     pub const CODE: usize = 1;
@@ -33,11 +34,13 @@ pub struct Icmpv6Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Icmpv6Packet { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -45,39 +48,48 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     }
 
     /// Checks that the 8-byte header is there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Icmpv6, self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// Message type.
+    #[inline]
     pub fn msg_type(&self) -> u8 {
         self.buffer.as_ref()[field::TYPE]
     }
     /// Message code.
+    #[inline]
     pub fn code(&self) -> u8 {
         self.buffer.as_ref()[field::CODE]
     }
     /// Checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::CHECKSUM])
     }
     /// The 4 type-specific bytes after the checksum.
+    #[inline]
     pub fn rest_of_header(&self) -> u32 {
         be32(&self.buffer.as_ref()[field::REST])
     }
     /// Echo identifier.
+    #[inline]
     pub fn echo_ident(&self) -> u16 {
         (self.rest_of_header() >> 16) as u16
     }
     /// Echo sequence number.
+    #[inline]
     pub fn echo_seq_no(&self) -> u16 {
         self.rest_of_header() as u16
     }
     /// The body after the 8-byte header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
     /// Whether the checksum over the pseudo-header and the whole buffer is right.
+    #[inline]
     pub fn verify_checksum(&self, src: &IpAddr, dst: &IpAddr) -> bool {
         let b = self.buffer.as_ref();
         let ph = checksum::pseudo_header(src, dst, IpProtocol::Icmpv6, b.len() as u32);

@@ -3,6 +3,7 @@
 //! Protocol field and the IPv6 Next Header field.
 
 use core::fmt;
+use core::ops::Range;
 
 /// An IP protocol / IPv6 next-header number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,6 +37,40 @@ pub enum IpProtocol {
 impl From<u8> for IpProtocol {
     #[inline]
     fn from(n: u8) -> Self {
+        IpProtocol::from_number(n)
+    }
+}
+
+impl From<IpProtocol> for u8 {
+    #[inline]
+    fn from(p: IpProtocol) -> u8 {
+        p.number()
+    }
+}
+
+impl IpProtocol {
+    /// The registry number.
+    #[inline]
+    pub const fn number(self) -> u8 {
+        match self {
+            IpProtocol::HopByHop => 0,
+            IpProtocol::Icmp => 1,
+            IpProtocol::Tcp => 6,
+            IpProtocol::Udp => 17,
+            IpProtocol::Ipv6Route => 43,
+            IpProtocol::Ipv6Frag => 44,
+            IpProtocol::Esp => 50,
+            IpProtocol::Ah => 51,
+            IpProtocol::Icmpv6 => 58,
+            IpProtocol::Ipv6NoNxt => 59,
+            IpProtocol::Ipv6Opts => 60,
+            IpProtocol::Unknown(n) => n,
+        }
+    }
+
+    /// The protocol for a registry number.
+    #[inline]
+    pub const fn from_number(n: u8) -> IpProtocol {
         match n {
             0 => IpProtocol::HopByHop,
             1 => IpProtocol::Icmp,
@@ -51,34 +86,37 @@ impl From<u8> for IpProtocol {
             n => IpProtocol::Unknown(n),
         }
     }
-}
 
-impl From<IpProtocol> for u8 {
-    #[inline]
-    fn from(p: IpProtocol) -> u8 {
-        match p {
-            IpProtocol::HopByHop => 0,
-            IpProtocol::Icmp => 1,
-            IpProtocol::Tcp => 6,
-            IpProtocol::Udp => 17,
-            IpProtocol::Ipv6Route => 43,
-            IpProtocol::Ipv6Frag => 44,
-            IpProtocol::Esp => 50,
-            IpProtocol::Ah => 51,
-            IpProtocol::Icmpv6 => 58,
-            IpProtocol::Ipv6NoNxt => 59,
-            IpProtocol::Ipv6Opts => 60,
-            IpProtocol::Unknown(n) => n,
-        }
-    }
-}
-
-impl IpProtocol {
     /// Whether the protocol carries 16-bit source and destination ports in its
-    /// first four bytes (TCP and UDP).
-    pub fn has_ports(self) -> bool {
+    /// first four bytes (TCP and UDP; [`PORTS`] is where).
+    #[inline]
+    pub const fn has_ports(self) -> bool {
         matches!(self, IpProtocol::Tcp | IpProtocol::Udp)
     }
+}
+
+/// Where TCP (RFC 9293 §3.1) and UDP (RFC 768) keep their source and
+/// destination ports: the first four bytes, in that order.
+pub const PORTS: Range<usize> = 0..4;
+
+// The TCP and UDP views agree with [`PORTS`].
+const _: () = {
+    use crate::{tcp, udp};
+    assert!(tcp::field::SRC_PORT.start == PORTS.start && tcp::field::DST_PORT.end == PORTS.end);
+    assert!(udp::field::SRC_PORT.start == PORTS.start && udp::field::DST_PORT.end == PORTS.end);
+    assert!(tcp::field::SRC_PORT.end == tcp::field::DST_PORT.start);
+    assert!(udp::field::SRC_PORT.end == udp::field::DST_PORT.start);
+};
+
+/// The bytes [`version`] needs: the first.
+pub const VERSION_LEN: usize = 1;
+
+/// The IP version of a packet: the high nibble of its first byte, where IPv4
+/// (RFC 791 §3.1, [`crate::ipv4::VERSION`]) and IPv6 (RFC 8200 §3,
+/// [`crate::ipv6::VERSION`]) both keep it.
+#[inline]
+pub const fn version(first_byte: u8) -> u8 {
+    first_byte >> 4
 }
 
 /// Lower-case names as tcpdump and the filter rules write them; every other
@@ -110,5 +148,10 @@ mod tests {
         assert_eq!(IpProtocol::from(58).to_string(), "icmp6");
         assert_eq!(IpProtocol::from(47).to_string(), "47");
         assert_eq!(IpProtocol::from(43).to_string(), "43");
+        for n in 0..=255u8 {
+            let p = IpProtocol::from_number(n);
+            assert_eq!((p.number(), IpProtocol::from(n)), (n, p));
+            assert_eq!(p.has_ports(), n == 6 || n == 17);
+        }
     }
 }

@@ -8,7 +8,8 @@ use crate::{be16, be32};
 use core::fmt;
 use core::net::Ipv4Addr;
 
-mod field {
+/// Field offsets within the header.
+pub mod field {
     use core::ops::Range;
     pub const VER_IHL: usize = 0;
     pub const TOS: usize = 1;
@@ -22,6 +23,8 @@ mod field {
     pub const DST_ADDR: Range<usize> = 16..20;
 }
 
+/// The version nibble of every IPv4 header.
+pub const VERSION: u8 = 4;
 /// Length of a header without options.
 pub const HEADER_LEN: usize = 20;
 /// Longest options field (IHL 15).
@@ -35,11 +38,13 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Ipv4Packet { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -49,10 +54,11 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Checks the version, that IHL and total length are at least 20, and that
     /// the whole header (options included) is in the buffer. The payload may be
     /// cut short (a snap length); [`payload`](Self::payload) returns what is there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         need(Layer::Ipv4, b, HEADER_LEN)?;
-        if self.version() != 4 {
+        if self.version() != VERSION {
             return Err(Error {
                 layer: Layer::Ipv4,
                 offset: 0,
@@ -76,87 +82,111 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 
     /// Returns the wrapped buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// Version nibble.
+    #[inline]
     pub fn version(&self) -> u8 {
-        self.buffer.as_ref()[field::VER_IHL] >> 4
+        crate::ip::version(self.buffer.as_ref()[field::VER_IHL])
     }
 
     /// Header length in bytes (IHL × 4).
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
     }
 
     /// The type-of-service byte (DSCP and ECN).
+    #[inline]
     pub fn tos(&self) -> u8 {
         self.buffer.as_ref()[field::TOS]
     }
 
     /// Total length field.
+    #[inline]
     pub fn total_len(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::LENGTH])
     }
 
     /// Identification.
+    #[inline]
     pub fn ident(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::IDENT])
     }
 
+    /// The flags and fragment offset field, whole: the three getters below
+    /// read it alike, so that the compiler loads it once for all of them.
+    #[inline]
+    fn flags_and_offset(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::FLG_OFF])
+    }
+
     /// The Don't Fragment flag.
+    #[inline]
     pub fn dont_frag(&self) -> bool {
-        self.buffer.as_ref()[field::FLG_OFF.start] & 0x40 != 0
+        self.flags_and_offset() & 0x4000 != 0
     }
 
     /// The More Fragments flag.
+    #[inline]
     pub fn more_frags(&self) -> bool {
-        self.buffer.as_ref()[field::FLG_OFF.start] & 0x20 != 0
+        self.flags_and_offset() & 0x2000 != 0
     }
 
     /// Fragment offset in bytes (the field counts 8-byte units).
+    #[inline]
     pub fn frag_offset(&self) -> u16 {
-        (be16(&self.buffer.as_ref()[field::FLG_OFF]) & 0x1fff) << 3
+        (self.flags_and_offset() & 0x1fff) << 3
     }
 
     /// Time to live.
+    #[inline]
     pub fn ttl(&self) -> u8 {
         self.buffer.as_ref()[field::TTL]
     }
 
     /// Protocol of the payload.
+    #[inline]
     pub fn protocol(&self) -> IpProtocol {
         IpProtocol::from(self.buffer.as_ref()[field::PROTOCOL])
     }
 
     /// Header checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::CHECKSUM])
     }
 
     /// Source address.
+    #[inline]
     pub fn src_addr(&self) -> Ipv4Addr {
         Ipv4Addr::from(be32(&self.buffer.as_ref()[field::SRC_ADDR]))
     }
 
     /// Destination address.
+    #[inline]
     pub fn dst_addr(&self) -> Ipv4Addr {
         Ipv4Addr::from(be32(&self.buffer.as_ref()[field::DST_ADDR]))
     }
 
     /// The options bytes (empty for IHL 5).
+    #[inline]
     pub fn options(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
     }
 
     /// Whether the header checksum is right (the header sums to 0xffff).
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         checksum::fold(checksum::sum(&self.buffer.as_ref()[..self.header_len()])) == 0xffff
     }
 
     /// The payload: up to the total length, or what the buffer holds if it is
     /// shorter (a snapped capture). Ethernet padding after the packet is left out.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         let tl = usize::from(self.total_len());
@@ -168,7 +198,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Sets version 4 and the header length in bytes (rounded down to 4).
     pub fn set_header_len(&mut self, len: usize) {
-        self.buffer.as_mut()[field::VER_IHL] = 0x40 | ((len / 4) as u8 & 0x0f);
+        self.buffer.as_mut()[field::VER_IHL] = (VERSION << 4) | ((len / 4) as u8 & 0x0f);
     }
     /// Sets the type-of-service byte.
     pub fn set_tos(&mut self, v: u8) {

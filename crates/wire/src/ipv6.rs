@@ -7,7 +7,8 @@ use crate::{be16, be32};
 use core::fmt;
 use core::net::Ipv6Addr;
 
-mod field {
+/// Field offsets within the fixed header.
+pub mod field {
     use core::ops::Range;
     pub const VER_TC_FLOW: Range<usize> = 0..4;
     pub const LENGTH: Range<usize> = 4..6;
@@ -17,6 +18,8 @@ mod field {
     pub const DST_ADDR: Range<usize> = 24..40;
 }
 
+/// The version nibble of every IPv6 header.
+pub const VERSION: u8 = 6;
 /// Length of the fixed header.
 pub const HEADER_LEN: usize = 40;
 
@@ -26,6 +29,7 @@ pub struct Ipv6Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+#[inline]
 fn addr(b: &[u8]) -> Ipv6Addr {
     let mut a = [0u8; 16];
     a.copy_from_slice(b);
@@ -34,11 +38,13 @@ fn addr(b: &[u8]) -> Ipv6Addr {
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Ipv6Packet { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -47,9 +53,10 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
     /// Checks that the 40-byte header is there and the version is 6. The
     /// payload may be cut short by a snap length.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Ipv6, self.buffer.as_ref(), HEADER_LEN)?;
-        if self.version() != 6 {
+        if self.version() != VERSION {
             return Err(Error {
                 layer: Layer::Ipv6,
                 offset: 0,
@@ -62,56 +69,67 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
 
     /// Returns the wrapped buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    #[inline]
     fn word0(&self) -> u32 {
         be32(&self.buffer.as_ref()[field::VER_TC_FLOW])
     }
 
     /// Version nibble.
+    #[inline]
     pub fn version(&self) -> u8 {
-        self.buffer.as_ref()[0] >> 4
+        crate::ip::version(self.buffer.as_ref()[field::VER_TC_FLOW.start])
     }
 
     /// Traffic class.
+    #[inline]
     pub fn traffic_class(&self) -> u8 {
         (self.word0() >> 20) as u8
     }
 
     /// Flow label (20 bits).
+    #[inline]
     pub fn flow_label(&self) -> u32 {
         self.word0() & 0x000f_ffff
     }
 
     /// Payload length field (extension headers included).
+    #[inline]
     pub fn payload_len(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::LENGTH])
     }
 
     /// Next header.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
         IpProtocol::from(self.buffer.as_ref()[field::NXT_HDR])
     }
 
     /// Hop limit.
+    #[inline]
     pub fn hop_limit(&self) -> u8 {
         self.buffer.as_ref()[field::HOP_LIMIT]
     }
 
     /// Source address.
+    #[inline]
     pub fn src_addr(&self) -> Ipv6Addr {
         addr(&self.buffer.as_ref()[field::SRC_ADDR])
     }
 
     /// Destination address.
+    #[inline]
     pub fn dst_addr(&self) -> Ipv6Addr {
         addr(&self.buffer.as_ref()[field::DST_ADDR])
     }
 
     /// The payload up to the payload length, or what the buffer holds. A
     /// payload length of 0 (a jumbogram, RFC 2675) is read as the rest.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         let pl = usize::from(self.payload_len());
@@ -127,7 +145,9 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     /// Sets version 6, traffic class and flow label.
     pub fn set_ver_tc_flow(&mut self, traffic_class: u8, flow_label: u32) {
-        let w = (6u32 << 28) | (u32::from(traffic_class) << 20) | (flow_label & 0x000f_ffff);
+        let w = (u32::from(VERSION) << 28)
+            | (u32::from(traffic_class) << 20)
+            | (flow_label & 0x000f_ffff);
         self.buffer.as_mut()[field::VER_TC_FLOW].copy_from_slice(&w.to_be_bytes());
     }
     /// Sets the payload length.

@@ -7,6 +7,22 @@ use crate::ip::IpProtocol;
 use crate::{be16, be32};
 use core::fmt;
 
+/// Field offsets within an extension header: the first two are shared by all
+/// of them, the last two are the fragment header's.
+pub mod field {
+    use core::ops::Range;
+    pub const NXT_HDR: usize = 0;
+    /// Hdr Ext Len: the header's length in 8-byte units, minus 1 (reserved,
+    /// and 0, in the fragment header).
+    pub const LENGTH: usize = 1;
+    /// Where the options or routing data of a generic header begin.
+    pub const DATA: usize = 2;
+    /// Fragment header: offset in 8-byte units, 2 reserved bits, the M flag.
+    pub const FRAG_OFF_M: Range<usize> = 2..4;
+    /// Fragment header: identification.
+    pub const IDENT: Range<usize> = 4..8;
+}
+
 /// The shortest extension header; every one is a multiple of 8 bytes.
 pub const HEADER_LEN: usize = 8;
 /// Length of the fragment header.
@@ -17,8 +33,11 @@ pub const MAX_HEADER_LEN: usize = 2048;
 /// Whether `p` is one of the extension headers [`crate::slice`] walks
 /// through: hop-by-hop, routing, fragment, destination options.
 #[inline]
-pub fn is_walked(p: u8) -> bool {
-    matches!(p, 0 | 43 | 44 | 60)
+pub const fn is_walked(p: u8) -> bool {
+    matches!(
+        IpProtocol::from_number(p),
+        IpProtocol::HopByHop | IpProtocol::Ipv6Route | IpProtocol::Ipv6Frag | IpProtocol::Ipv6Opts
+    )
 }
 
 /// A zero-copy view of a hop-by-hop, routing or destination options header.
@@ -29,11 +48,13 @@ pub struct Ipv6ExtHeader<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Ipv6ExtHeader<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Ipv6ExtHeader { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let h = Self::new_unchecked(buffer);
         h.check_len()?;
@@ -41,29 +62,34 @@ impl<T: AsRef<[u8]>> Ipv6ExtHeader<T> {
     }
 
     /// Checks that the whole header, as its length field gives it, is there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
-        need(Layer::Ipv6Ext, b, 2)?;
+        need(Layer::Ipv6Ext, b, field::DATA)?;
         need(Layer::Ipv6Ext, b, self.header_len())
     }
 
     /// The next header.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
-        IpProtocol::from(self.buffer.as_ref()[0])
+        IpProtocol::from(self.buffer.as_ref()[field::NXT_HDR])
     }
 
     /// Header length in bytes: (Hdr Ext Len + 1) × 8.
+    #[inline]
     pub fn header_len(&self) -> usize {
-        (usize::from(self.buffer.as_ref()[1]) + 1) * 8
+        (usize::from(self.buffer.as_ref()[field::LENGTH]) + 1) * 8
     }
 
     /// The header's contents after its first two bytes (options, or the
     /// routing type, segments left and data).
+    #[inline]
     pub fn data(&self) -> &[u8] {
-        &self.buffer.as_ref()[2..self.header_len()]
+        &self.buffer.as_ref()[field::DATA..self.header_len()]
     }
 
     /// Everything after the header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
@@ -84,13 +110,13 @@ impl<'a> Ipv6ExtRepr<'a> {
         let b: &'a [u8] = h.buffer.as_ref();
         Ok(Ipv6ExtRepr {
             next_header: h.next_header(),
-            data: &b[2..h.header_len()],
+            data: &b[field::DATA..h.header_len()],
         })
     }
 
     /// Bytes [`emit`](Self::emit) writes.
     pub const fn buffer_len(&self) -> usize {
-        2 + self.data.len()
+        field::DATA + self.data.len()
     }
 
     /// Writes the header at the start of `buf`; `data` must be 6 + 8k bytes, k < 256.
@@ -100,9 +126,9 @@ impl<'a> Ipv6ExtRepr<'a> {
             return Err(Error::bad_length(Layer::Ipv6Ext, len, HEADER_LEN));
         }
         need(Layer::Ipv6Ext, buf, len)?;
-        buf[0] = self.next_header.into();
-        buf[1] = (len / 8 - 1) as u8;
-        buf[2..len].copy_from_slice(self.data);
+        buf[field::NXT_HDR] = self.next_header.into();
+        buf[field::LENGTH] = (len / 8 - 1) as u8;
+        buf[field::DATA..len].copy_from_slice(self.data);
         Ok(())
     }
 }
@@ -126,11 +152,13 @@ pub struct Ipv6FragmentHeader<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Ipv6FragmentHeader<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Ipv6FragmentHeader { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let h = Self::new_unchecked(buffer);
         h.check_len()?;
@@ -138,28 +166,33 @@ impl<T: AsRef<[u8]>> Ipv6FragmentHeader<T> {
     }
 
     /// Checks that the 8 bytes are there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Ipv6Ext, self.buffer.as_ref(), FRAGMENT_HEADER_LEN)
     }
 
     /// The next header.
+    #[inline]
     pub fn next_header(&self) -> IpProtocol {
-        IpProtocol::from(self.buffer.as_ref()[0])
+        IpProtocol::from(self.buffer.as_ref()[field::NXT_HDR])
     }
 
     /// Fragment offset in bytes.
+    #[inline]
     pub fn frag_offset(&self) -> u16 {
-        be16(&self.buffer.as_ref()[2..4]) & 0xfff8
+        be16(&self.buffer.as_ref()[field::FRAG_OFF_M]) & 0xfff8
     }
 
     /// The M (more fragments) flag.
+    #[inline]
     pub fn more_frags(&self) -> bool {
-        self.buffer.as_ref()[3] & 1 != 0
+        be16(&self.buffer.as_ref()[field::FRAG_OFF_M]) & 1 != 0
     }
 
     /// Identification.
+    #[inline]
     pub fn ident(&self) -> u32 {
-        be32(&self.buffer.as_ref()[4..8])
+        be32(&self.buffer.as_ref()[field::IDENT])
     }
 }
 
@@ -193,11 +226,11 @@ impl Ipv6FragmentRepr {
     /// Writes the header at the start of `buf`; the offset is rounded down to 8.
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
         need(Layer::Ipv6Ext, buf, FRAGMENT_HEADER_LEN)?;
-        buf[0] = self.next_header.into();
-        buf[1] = 0;
+        buf[field::NXT_HDR] = self.next_header.into();
+        buf[field::LENGTH] = 0;
         let v = (self.frag_offset & 0xfff8) | u16::from(self.more_frags);
-        buf[2..4].copy_from_slice(&v.to_be_bytes());
-        buf[4..8].copy_from_slice(&self.ident.to_be_bytes());
+        buf[field::FRAG_OFF_M].copy_from_slice(&v.to_be_bytes());
+        buf[field::IDENT].copy_from_slice(&self.ident.to_be_bytes());
         Ok(())
     }
 }

@@ -35,11 +35,13 @@ pub struct NullHeader<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> NullHeader<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         NullHeader { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let h = Self::new_unchecked(buffer);
         h.check_len()?;
@@ -47,6 +49,7 @@ impl<T: AsRef<[u8]>> NullHeader<T> {
     }
 
     /// Checks that the 4-byte family word is there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Null, self.buffer.as_ref(), HEADER_LEN)
     }
@@ -64,6 +67,7 @@ impl<T: AsRef<[u8]>> NullHeader<T> {
     }
 
     /// Everything after the header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }

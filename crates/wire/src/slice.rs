@@ -1,18 +1,37 @@
 //! The one entry point the rest of kansoku uses: [`slice`] finds the layers of
 //! a captured frame in a single pass and records where they are.
 //!
+//! It reads every header through that protocol's view (`EthernetFrame`,
+//! `VlanTag`, `Ipv4Packet`, ...), whose `check_len` gives the errors `slice`
+//! reports, and dispatches on the registries (`EtherType`, `IpProtocol`,
+//! `LinkType`); the type fields it dispatches on are read as numbers at the
+//! views' `field` offsets (see `Slice::ethertype` for why). Header layouts and
+//! protocol numbers are written down once, in the protocol modules, and
+//! nowhere here.
+//!
 //! Cost model: every header is bounds-checked once, on the way down; the
 //! fields that callers ask for (addresses, ports, flags) are read lazily from
 //! the frame by the accessors, so the hot path writes only a few offsets and
 //! bytes into a `Copy` struct on the stack. No allocation, no panics: every
 //! index below is preceded by a length check on the same range.
 
-use crate::error::{Error, ErrorKind, Layer, SliceError};
-use crate::ip::IpProtocol;
+use crate::ah::{self, AhPacket};
+use crate::be16;
+use crate::error::{need, Error, ErrorKind, Layer, SliceError};
+use crate::esp::{self, EspPacket};
+use crate::ethernet::{self, EtherType, EthernetFrame};
+use crate::icmp::{self, IcmpPacket};
+use crate::icmpv6::{self, Icmpv6Packet};
+use crate::ip::{self, IpProtocol};
+use crate::ipv4::{self, Ipv4Packet};
+use crate::ipv6::{self, Ipv6Packet};
+use crate::ipv6ext::{self, Ipv6ExtHeader, Ipv6FragmentHeader};
 use crate::link::LinkType;
-use crate::tcp::TcpFlags;
-use crate::vlan::MAX_TAGS;
-use crate::{be16, be32, null};
+use crate::null::{self, NullHeader};
+use crate::sll::{self, Sll2Header, SllHeader};
+use crate::tcp::{self, TcpFlags, TcpPacket};
+use crate::udp::{self, UdpPacket};
+use crate::vlan::{self, VlanTag, MAX_TAGS};
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -42,7 +61,11 @@ pub struct NetworkInfo {
 
 impl fmt::Display for NetworkInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ip = if self.version == 6 { "IP6" } else { "IP" };
+        let ip = if self.version == ipv6::VERSION {
+            "IP6"
+        } else {
+            "IP"
+        };
         write!(
             f,
             "{ip} {} > {}: {} ttl {}",
@@ -100,16 +123,18 @@ pub struct FlowBits {
 }
 
 const NONE: u32 = u32::MAX;
+/// `ip_version` when there is no IP layer.
+const NO_IP: u8 = 0;
 const FRAG: u8 = 1;
 const MORE_FRAGS: u8 = 2;
 
-/// The layers of one frame, as found by [`slice`]. Cheap to copy; borrows the frame.
+/// The layers of one frame, as found by [`slice()`]. Cheap to copy; borrows the frame.
 #[derive(Clone, Copy, Debug)]
 pub struct Slice<'a> {
     frame: &'a [u8],
     vlans: [u16; MAX_TAGS],
     vlan_count: u8,
-    /// 0 when there is no IP layer.
+    /// `NO_IP` when there is no IP layer.
     ip_version: u8,
     protocol: u8,
     ttl: u8,
@@ -133,7 +158,7 @@ pub fn slice(link: LinkType, frame: &[u8]) -> Slice<'_> {
         frame,
         vlans: [0; MAX_TAGS],
         vlan_count: 0,
-        ip_version: 0,
+        ip_version: NO_IP,
         protocol: 0,
         ttl: 0,
         frag_flags: 0,
@@ -152,38 +177,35 @@ pub fn slice(link: LinkType, frame: &[u8]) -> Slice<'_> {
         return s;
     }
     match link {
-        LinkType::Ethernet => {
-            if frame.len() < 14 {
-                return s.failed(Error::truncated(Layer::Ethernet, 14, frame.len()));
-            }
-            s.ethertype(be16(&frame[12..14]), 14);
-        }
-        LinkType::LinuxSll => {
-            if frame.len() < 16 {
-                return s.failed(Error::truncated(Layer::Sll, 16, frame.len()));
-            }
-            s.ethertype(be16(&frame[14..16]), 16);
-        }
-        LinkType::LinuxSll2 => {
-            if frame.len() < 20 {
-                return s.failed(Error::truncated(Layer::Sll2, 20, frame.len()));
-            }
-            s.ethertype(be16(&frame[0..2]), 20);
-        }
-        LinkType::Null => {
-            if frame.len() < 4 {
-                return s.failed(Error::truncated(Layer::Null, 4, frame.len()));
-            }
-            match null::ip_version(null::NullHeader::new_unchecked(frame).family()) {
-                Some(4) => s.ipv4(4),
-                Some(_) => s.ipv6(4),
-                None => s.payload = 4,
-            }
-        }
-        LinkType::Raw => match frame.first().map(|b| b >> 4) {
-            None => s.fail(Error::truncated(Layer::Ip, 1, 0)),
-            Some(4) => s.ipv4(0),
-            Some(6) => s.ipv6(0),
+        // The EtherType fields are read as numbers (see `ethertype`).
+        LinkType::Ethernet => match EthernetFrame::new_unchecked(frame).check_len() {
+            Ok(()) => s.ethertype(
+                be16(&frame[ethernet::field::ETHERTYPE]),
+                ethernet::HEADER_LEN,
+            ),
+            Err(e) => s.fail(e),
+        },
+        LinkType::LinuxSll => match SllHeader::new_unchecked(frame).check_len() {
+            Ok(()) => s.ethertype(be16(&frame[sll::field::PROTOCOL]), sll::HEADER_LEN),
+            Err(e) => s.fail(e),
+        },
+        LinkType::LinuxSll2 => match Sll2Header::new_unchecked(frame).check_len() {
+            Ok(()) => s.ethertype(be16(&frame[sll::field2::PROTOCOL]), sll::SLL2_HEADER_LEN),
+            Err(e) => s.fail(e),
+        },
+        LinkType::Null => match NullHeader::new_checked(frame) {
+            // `ip_version` knows 4 and 6 only.
+            Ok(h) => match null::ip_version(h.family()) {
+                Some(ipv4::VERSION) => s.ipv4(null::HEADER_LEN),
+                Some(_) => s.ipv6(null::HEADER_LEN),
+                None => s.payload = null::HEADER_LEN as u32,
+            },
+            Err(e) => s.fail(e),
+        },
+        LinkType::Raw => match frame.first().map(|&b| ip::version(b)) {
+            None => s.fail(Error::truncated(Layer::Ip, ip::VERSION_LEN, 0)),
+            Some(ipv4::VERSION) => s.ipv4(0),
+            Some(ipv6::VERSION) => s.ipv6(0),
             Some(v) => s.fail(Error {
                 layer: Layer::Ip,
                 offset: 0,
@@ -230,6 +252,28 @@ fn sliced_flow_bits(link: LinkType, frame: &[u8]) -> Option<FlowBits> {
     slice(link, frame).flow_bits()
 }
 
+/// Where the fast path finds the usual frame's IP header: after Ethernet.
+const USUAL_IP: usize = ethernet::HEADER_LEN;
+/// The ports of IPv4 without options, and the bytes the fast path reads.
+const USUAL_V4_PORTS: usize = USUAL_IP + ipv4::HEADER_LEN;
+const USUAL_V4_LEN: usize = USUAL_V4_PORTS + ip::PORTS.end;
+/// The ports of IPv6 without extension headers, and the bytes read.
+const USUAL_V6_PORTS: usize = USUAL_IP + ipv6::HEADER_LEN;
+const USUAL_V6_LEN: usize = USUAL_V6_PORTS + ip::PORTS.end;
+/// The first byte of IPv4 without options: version 4, IHL 5 (IHL counts
+/// 4-byte words).
+const V4_WITHOUT_OPTIONS: u8 = (ipv4::VERSION << 4) | (ipv4::HEADER_LEN / 4) as u8;
+const ETHERTYPE_IPV4: u16 = EtherType::Ipv4.code();
+const ETHERTYPE_IPV6: u16 = EtherType::Ipv6.code();
+
+/// The ports at the start of a TCP or UDP header (`b` holds at least
+/// [`ip::PORTS`]); the two keep them alike, so the TCP view reads both.
+#[inline(always)]
+fn ports(b: &[u8]) -> (u16, u16) {
+    let t = TcpPacket::new_unchecked(b);
+    (t.src_port(), t.dst_port())
+}
+
 /// The fast path of [`flow_bits`]: `None` means "not the usual frame, ask
 /// `slice`", never "no IP layer".
 #[inline(always)]
@@ -238,51 +282,53 @@ fn ethernet_flow_bits(f: &[u8]) -> Option<FlowBits> {
     if f.len() >= NONE as usize {
         return None;
     }
-    let ports = |h: &[u8], proto: u8, first: bool| {
+    let ports = |l4: &[u8], proto: u8, first: bool| {
         if first && IpProtocol::from(proto).has_ports() {
-            (be16(&h[0..2]), be16(&h[2..4]))
+            ports(l4)
         } else {
             (0, 0)
         }
     };
-    match (f.get(12..14)?, f.get(14)?) {
-        // IPv4, header length 5: the ports at 34..38.
-        ([0x08, 0x00], 0x45) => {
-            let h: &[u8; 38] = f.get(..38)?.try_into().ok()?;
+    // The type fields are read as numbers, as in `slice` (see `ethertype`).
+    match (be16(f.get(ethernet::field::ETHERTYPE)?), f.get(USUAL_IP)?) {
+        (ETHERTYPE_IPV4, &V4_WITHOUT_OPTIONS) => {
+            let h: &[u8; USUAL_V4_LEN] = f.get(..USUAL_V4_LEN)?.try_into().ok()?;
+            let ip = Ipv4Packet::new_unchecked(&h[USUAL_IP..USUAL_V4_PORTS]);
             // The packet must reach past the ports (total length 0, TSO's
             // "use the frame", and shorter lengths go to `slice`).
-            if be16(&h[16..18]) < 24 {
+            if usize::from(ip.total_len()) < ipv4::HEADER_LEN + ip::PORTS.end {
                 return None;
             }
-            let fragment_offset = be16(&h[20..22]) & 0x1fff;
-            let (src_port, dst_port) = ports(&h[34..38], h[23], fragment_offset == 0);
+            let protocol = h[USUAL_IP + ipv4::field::PROTOCOL];
+            let (src_port, dst_port) = ports(&h[USUAL_V4_PORTS..], protocol, ip.frag_offset() == 0);
             Some(FlowBits {
-                version: 4,
-                protocol: h[23],
-                src: u128::from(be32(&h[26..30])),
-                dst: u128::from(be32(&h[30..34])),
+                version: ipv4::VERSION,
+                protocol,
+                src: u128::from(u32::from(ip.src_addr())),
+                dst: u128::from(u32::from(ip.dst_addr())),
                 src_port,
                 dst_port,
             })
         }
-        // IPv6 whose next header is not an extension header: the ports at 54..58.
-        ([0x86, 0xdd], v) if v >> 4 == 6 => {
-            let h: &[u8; 58] = f.get(..58)?.try_into().ok()?;
-            let nh = h[20];
-            if matches!(nh, 0 | 43 | 44 | 60) {
+        // IPv6 whose next header is not an extension header.
+        (ETHERTYPE_IPV6, &v) if ip::version(v) == ipv6::VERSION => {
+            let h: &[u8; USUAL_V6_LEN] = f.get(..USUAL_V6_LEN)?.try_into().ok()?;
+            let ip = Ipv6Packet::new_unchecked(&h[USUAL_IP..USUAL_V6_PORTS]);
+            let nh = h[USUAL_IP + ipv6::field::NXT_HDR];
+            if ipv6ext::is_walked(nh) {
                 return None;
             }
             // Payload length 0 (a jumbogram) is the frame, which holds the ports.
-            let pl = be16(&h[18..20]);
-            if pl != 0 && pl < 4 {
+            let pl = usize::from(ip.payload_len());
+            if pl != 0 && pl < ip::PORTS.end {
                 return None;
             }
-            let (src_port, dst_port) = ports(&h[54..58], nh, true);
+            let (src_port, dst_port) = ports(&h[USUAL_V6_PORTS..], nh, true);
             Some(FlowBits {
-                version: 6,
+                version: ipv6::VERSION,
                 protocol: nh,
-                src: u128::from_be_bytes(h[22..38].try_into().ok()?),
-                dst: u128::from_be_bytes(h[38..54].try_into().ok()?),
+                src: u128::from(ip.src_addr()),
+                dst: u128::from(ip.dst_addr()),
                 src_port,
                 dst_port,
             })
@@ -297,21 +343,32 @@ impl<'a> Slice<'a> {
         self.error = Some(e);
     }
 
-    #[cold]
-    fn failed(mut self, e: Error) -> Slice<'a> {
-        self.error = Some(e);
-        self
-    }
-
-    /// Follows VLAN tags from an EtherType at `off` (the offset after it).
+    /// Follows VLAN tags from the EtherType `et` that ends at `off`.
+    ///
+    /// The EtherType is carried as its number, read at the views' field
+    /// offset: matched as `EtherType::from_code(et)` right where it is used,
+    /// it compiles to compares on the number, whereas the views'
+    /// `EtherType`, turned back into a number, can leave a dead compare
+    /// chain for every header (and `IpProtocol`, a call and two jump tables:
+    /// 25 to 40 more instructions a frame, measured). The IP protocol and
+    /// next header fields are read the same way.
     #[inline(always)]
     fn ethertype(&mut self, mut et: u16, mut off: usize) {
         let f = self.frame;
-        // 0x9100 is the pre-standard QinQ TPID some switches still send.
-        while et == 0x8100 || et == 0x88a8 || et == 0x9100 {
-            if f.len() < off + 4 {
-                return self.fail(Error::truncated(Layer::Vlan, 4, f.len() - off).at(off));
+        loop {
+            match EtherType::from_code(et) {
+                EtherType::Ipv4 => return self.ipv4(off),
+                EtherType::Ipv6 => return self.ipv6(off),
+                // 802.1Q, 802.1ad or 0x9100: a tag, read below.
+                t if t.is_vlan_tpid() => {}
+                // ARP, LLDP, 802.3 length values...: no network layer, not an error.
+                _ => return self.payload = off as u32,
             }
+            let b = &f[off..];
+            let tag = match VlanTag::new_checked(b) {
+                Ok(t) => t,
+                Err(e) => return self.fail(e.at(off)),
+            };
             let n = usize::from(self.vlan_count);
             if n == MAX_TAGS {
                 return self.fail(Error {
@@ -320,16 +377,10 @@ impl<'a> Slice<'a> {
                     kind: ErrorKind::TooDeep { limit: MAX_TAGS },
                 });
             }
-            self.vlans[n] = be16(&f[off..off + 2]) & 0x0fff;
+            self.vlans[n] = tag.vid();
             self.vlan_count += 1;
-            et = be16(&f[off + 2..off + 4]);
-            off += 4;
-        }
-        match et {
-            0x0800 => self.ipv4(off),
-            0x86dd => self.ipv6(off),
-            // ARP, LLDP, 802.3 length values...: no network layer, not an error.
-            _ => self.payload = off as u32,
+            et = be16(&b[vlan::field::ETHERTYPE]);
+            off += vlan::HEADER_LEN;
         }
     }
 
@@ -338,42 +389,37 @@ impl<'a> Slice<'a> {
     fn ipv4(&mut self, off: usize) {
         let f = self.frame;
         let b = &f[off..];
-        if b.len() < 20 {
-            return self.fail(Error::truncated(Layer::Ipv4, 20, b.len()).at(off));
+        let p = Ipv4Packet::new_unchecked(b);
+        // Version, IHL, the header in the frame, a total length of 0 or at
+        // least the header.
+        if let Err(e) = p.check_len() {
+            return self.fail(e.at(off));
         }
-        if b[0] >> 4 != 4 {
-            return self.fail(Error {
-                layer: Layer::Ipv4,
-                offset: off,
-                kind: ErrorKind::BadVersion { found: b[0] >> 4 },
-            });
-        }
-        let hl = usize::from(b[0] & 0x0f) * 4;
-        if hl < 20 {
-            return self.fail(Error::bad_length(Layer::Ipv4, hl, 20).at(off));
-        }
-        if b.len() < hl {
-            return self.fail(Error::truncated(Layer::Ipv4, hl, b.len()).at(off));
-        }
-        let tl = usize::from(be16(&b[2..4]));
+        let tl = usize::from(p.total_len());
         // Total length 0 is Linux's record of a TSO super-packet: use the frame.
         let end = if tl == 0 {
             f.len()
-        } else if tl < hl {
-            return self.fail(Error::bad_length(Layer::Ipv4, tl, hl).at(off));
         } else {
             (off + tl).min(f.len())
         };
-        let fo = be16(&b[6..8]);
-        let frag_offset = (fo & 0x1fff) << 3;
-        self.ip_version = 4;
+        let frag_offset = p.frag_offset();
+        let more_frags = p.more_frags();
+        self.ip_version = ipv4::VERSION;
         self.l3 = off as u32;
         self.end = end as u32;
-        self.ttl = b[8];
+        self.ttl = p.ttl();
         self.frag_offset = frag_offset;
-        self.frag_flags =
-            if fo & 0x3fff != 0 { FRAG } else { 0 } | if fo & 0x2000 != 0 { MORE_FRAGS } else { 0 };
-        self.transport(off + hl, b[9], frag_offset == 0);
+        self.frag_flags = if more_frags || frag_offset != 0 {
+            FRAG
+        } else {
+            0
+        } | if more_frags { MORE_FRAGS } else { 0 };
+        // The protocol as its number, like the EtherType (see `ethertype`).
+        self.transport(
+            off + p.header_len(),
+            b[ipv4::field::PROTOCOL],
+            frag_offset == 0,
+        );
     }
 
     /// IPv6 at `off` (<= frame length), RFC 8200 §3–4.
@@ -381,54 +427,48 @@ impl<'a> Slice<'a> {
     fn ipv6(&mut self, off: usize) {
         let f = self.frame;
         let b = &f[off..];
-        if b.len() < 40 {
-            return self.fail(Error::truncated(Layer::Ipv6, 40, b.len()).at(off));
+        let p = Ipv6Packet::new_unchecked(b);
+        // Version, and the fixed header in the frame.
+        if let Err(e) = p.check_len() {
+            return self.fail(e.at(off));
         }
-        if b[0] >> 4 != 6 {
-            return self.fail(Error {
-                layer: Layer::Ipv6,
-                offset: off,
-                kind: ErrorKind::BadVersion { found: b[0] >> 4 },
-            });
-        }
-        let pl = usize::from(be16(&b[4..6]));
+        let pl = usize::from(p.payload_len());
         // Payload length 0 is a jumbogram (RFC 2675): use the frame.
         let end = if pl == 0 {
             f.len()
         } else {
-            (off + 40 + pl).min(f.len())
+            (off + ipv6::HEADER_LEN + pl).min(f.len())
         };
-        self.ip_version = 6;
+        self.ip_version = ipv6::VERSION;
         self.l3 = off as u32;
         self.end = end as u32;
-        self.ttl = b[7];
-        let mut nh = b[6];
-        let mut at = off + 40;
-        // Invariant: at <= end, so `end - at` below cannot underflow.
+        self.ttl = p.hop_limit();
+        // The next header is read as its number, like the EtherType (see
+        // `ethertype`), here and in every extension header.
+        let mut nh = b[ipv6::field::NXT_HDR];
+        let mut at = off + ipv6::HEADER_LEN;
+        // Invariant: at <= end, so `f[at..end]` below cannot panic.
         for _ in 0..MAX_IPV6_EXTENSIONS {
-            match nh {
-                0 | 43 | 60 => {
+            match IpProtocol::from_number(nh) {
+                IpProtocol::HopByHop | IpProtocol::Ipv6Route | IpProtocol::Ipv6Opts => {
                     self.protocol = nh;
-                    if end - at < 2 {
-                        return self.fail(Error::truncated(Layer::Ipv6Ext, 2, end - at).at(at));
+                    let h = Ipv6ExtHeader::new_unchecked(&f[at..end]);
+                    if let Err(e) = h.check_len() {
+                        return self.fail(e.at(at));
                     }
-                    let len = (usize::from(f[at + 1]) + 1) * 8;
-                    if end - at < len {
-                        return self.fail(Error::truncated(Layer::Ipv6Ext, len, end - at).at(at));
-                    }
-                    nh = f[at];
-                    at += len;
+                    nh = f[at + ipv6ext::field::NXT_HDR];
+                    at += h.header_len();
                 }
-                44 => {
+                IpProtocol::Ipv6Frag => {
                     self.protocol = nh;
-                    if end - at < 8 {
-                        return self.fail(Error::truncated(Layer::Ipv6Ext, 8, end - at).at(at));
+                    let h = Ipv6FragmentHeader::new_unchecked(&f[at..end]);
+                    if let Err(e) = h.check_len() {
+                        return self.fail(e.at(at));
                     }
-                    let fo = be16(&f[at + 2..at + 4]);
-                    self.frag_offset = fo & 0xfff8;
-                    self.frag_flags = FRAG | if fo & 1 != 0 { MORE_FRAGS } else { 0 };
-                    nh = f[at];
-                    at += 8;
+                    self.frag_offset = h.frag_offset();
+                    self.frag_flags = FRAG | if h.more_frags() { MORE_FRAGS } else { 0 };
+                    nh = f[at + ipv6ext::field::NXT_HDR];
+                    at += ipv6ext::FRAGMENT_HEADER_LEN;
                 }
                 _ => return self.transport(at, nh, self.frag_offset == 0),
             }
@@ -453,46 +493,41 @@ impl<'a> Slice<'a> {
             self.payload = at as u32;
             return;
         }
-        let f = self.frame;
-        let avail = self.end as usize - at;
-        let (layer, need) = match proto {
-            6 => {
-                if avail < 20 {
-                    return self.fail(Error::truncated(Layer::Tcp, 20, avail).at(at));
-                }
-                let hl = usize::from(f[at + 12] >> 4) * 4;
-                if hl < 20 {
-                    return self.fail(Error::bad_length(Layer::Tcp, hl, 20).at(at));
-                }
-                (Layer::Tcp, hl)
+        let b = &self.frame[at..self.end as usize];
+        // The header's length, once its view has checked it.
+        let header = match IpProtocol::from_number(proto) {
+            IpProtocol::Tcp => {
+                let p = TcpPacket::new_unchecked(b);
+                p.check_len().map(|()| p.header_len())
             }
-            17 => {
-                if avail >= 8 {
-                    let len = usize::from(be16(&f[at + 4..at + 6]));
-                    if len < 8 {
-                        return self.fail(Error::bad_length(Layer::Udp, len, 8).at(at));
-                    }
-                }
-                (Layer::Udp, 8)
-            }
-            1 => (Layer::Icmp, 8),
-            58 => (Layer::Icmpv6, 8),
-            50 => (Layer::Esp, 8),
-            51 => {
-                if avail < 12 {
-                    return self.fail(Error::truncated(Layer::Ah, 12, avail).at(at));
-                }
-                (Layer::Ah, (usize::from(f[at + 1]) + 2) * 4)
-            }
+            IpProtocol::Udp => UdpPacket::new_unchecked(b)
+                .check_len()
+                .map(|()| udp::HEADER_LEN),
+            IpProtocol::Icmp => IcmpPacket::new_unchecked(b)
+                .check_len()
+                .map(|()| icmp::HEADER_LEN),
+            IpProtocol::Icmpv6 => Icmpv6Packet::new_unchecked(b)
+                .check_len()
+                .map(|()| icmpv6::HEADER_LEN),
+            IpProtocol::Esp => EspPacket::new_unchecked(b)
+                .check_len()
+                .map(|()| esp::HEADER_LEN),
+            // The length field is taken as it stands once the fixed part is
+            // there: unlike `AhPacket::check_len`, a length below the fixed
+            // part (Payload Len 0) is not refused.
+            IpProtocol::Ah => need(Layer::Ah, b, ah::HEADER_LEN).and_then(|()| {
+                let hl = AhPacket::new_unchecked(b).header_len();
+                need(Layer::Ah, b, hl).map(|()| hl)
+            }),
             _ => {
                 self.payload = at as u32;
                 return;
             }
         };
-        if avail < need {
-            return self.fail(Error::truncated(layer, need, avail).at(at));
+        match header {
+            Ok(len) => self.payload = (at + len) as u32,
+            Err(e) => self.fail(e.at(at)),
         }
-        self.payload = (at + need) as u32;
     }
 
     /// The frame that was sliced.
@@ -512,7 +547,7 @@ impl<'a> Slice<'a> {
 
     /// Offset of the IP header, if there is one.
     pub fn network_offset(&self) -> Option<usize> {
-        (self.ip_version != 0).then_some(self.l3 as usize)
+        (self.ip_version != NO_IP).then_some(self.l3 as usize)
     }
 
     /// Offset of the upper-layer header (after IPv6 extension headers), if the
@@ -526,17 +561,16 @@ impl<'a> Slice<'a> {
     fn addresses(&self) -> Option<(u128, u128)> {
         let l3 = self.l3 as usize;
         match self.ip_version {
-            4 => {
-                let b = self.frame.get(l3 + 12..l3 + 20)?;
-                Some((u128::from(be32(&b[..4])), u128::from(be32(&b[4..]))))
-            }
-            6 => {
-                let b: &[u8; 32] = self.frame.get(l3 + 8..l3 + 40)?.try_into().ok()?;
-                let (s, d) = b.split_at(16);
+            ipv4::VERSION => {
+                let p = Ipv4Packet::new_unchecked(self.frame.get(l3..l3 + ipv4::HEADER_LEN)?);
                 Some((
-                    u128::from_be_bytes(s.try_into().ok()?),
-                    u128::from_be_bytes(d.try_into().ok()?),
+                    u128::from(u32::from(p.src_addr())),
+                    u128::from(u32::from(p.dst_addr())),
                 ))
+            }
+            ipv6::VERSION => {
+                let p = Ipv6Packet::new_unchecked(self.frame.get(l3..l3 + ipv6::HEADER_LEN)?);
+                Some((u128::from(p.src_addr()), u128::from(p.dst_addr())))
             }
             _ => None,
         }
@@ -545,7 +579,7 @@ impl<'a> Slice<'a> {
     /// The IP layer.
     pub fn network(&self) -> Option<NetworkInfo> {
         let (s, d) = self.addresses()?;
-        let (src, dst) = if self.ip_version == 4 {
+        let (src, dst) = if self.ip_version == ipv4::VERSION {
             // `addresses` puts an IPv4 address in the low 32 bits.
             let v4 = |a: u128| IpAddr::V4(Ipv4Addr::from(a as u32));
             (v4(s), v4(d))
@@ -585,8 +619,7 @@ impl<'a> Slice<'a> {
     pub fn five_tuple(&self) -> Option<FiveTuple> {
         let n = self.network()?;
         let (src_port, dst_port) = if n.protocol.has_ports() && self.frag_offset == 0 {
-            let b = self.l4_bytes(4)?;
-            (be16(&b[0..2]), be16(&b[2..4]))
+            ports(self.l4_bytes(ip::PORTS.end)?)
         } else {
             (0, 0)
         };
@@ -606,12 +639,12 @@ impl<'a> Slice<'a> {
     #[inline]
     pub fn flow_bits(&self) -> Option<FlowBits> {
         let (src, dst) = self.addresses()?;
-        let ports = if IpProtocol::from(self.protocol).has_ports() {
-            self.l4_bytes(4)
+        let l4 = if IpProtocol::from(self.protocol).has_ports() {
+            self.l4_bytes(ip::PORTS.end)
         } else {
             None
         };
-        let (src_port, dst_port) = ports.map_or((0, 0), |b| (be16(&b[0..2]), be16(&b[2..4])));
+        let (src_port, dst_port) = l4.map_or((0, 0), ports);
         Some(FlowBits {
             version: self.ip_version,
             protocol: self.protocol,
@@ -624,32 +657,40 @@ impl<'a> Slice<'a> {
 
     /// TCP flags, for a TCP first fragment whose flags byte is present.
     pub fn tcp_flags(&self) -> Option<TcpFlags> {
-        if self.protocol != 6 || self.ip_version == 0 {
+        if IpProtocol::from(self.protocol) != IpProtocol::Tcp || self.ip_version == NO_IP {
             return None;
         }
-        let b = self.l4_bytes(14)?;
-        Some(TcpFlags::from_bits_truncate(be16(&b[12..14])))
+        let b = self.l4_bytes(tcp::field::FLAGS.end)?;
+        Some(TcpPacket::new_unchecked(b).flags())
     }
 
     /// ICMP or ICMPv6 type and code.
     pub fn icmp(&self) -> Option<(u8, u8)> {
-        let icmp = match self.ip_version {
-            4 => self.protocol == 1,
-            6 => self.protocol == 58,
-            _ => false,
-        };
-        if !icmp {
-            return None;
+        match (self.ip_version, IpProtocol::from(self.protocol)) {
+            (ipv4::VERSION, IpProtocol::Icmp) => {
+                let p = IcmpPacket::new_unchecked(self.l4_bytes(icmp::field::CODE + 1)?);
+                Some((p.msg_type(), p.code()))
+            }
+            (ipv6::VERSION, IpProtocol::Icmpv6) => {
+                let p = Icmpv6Packet::new_unchecked(self.l4_bytes(icmpv6::field::CODE + 1)?);
+                Some((p.msg_type(), p.code()))
+            }
+            _ => None,
         }
-        let b = self.l4_bytes(2)?;
-        Some((b[0], b[1]))
     }
 
     /// For ESP and AH: the protocol and the SPI.
     pub fn ipsec_spi(&self) -> Option<(IpProtocol, u32)> {
-        match (self.ip_version != 0, self.protocol) {
-            (true, 50) => self.l4_bytes(4).map(|b| (IpProtocol::Esp, be32(&b[0..4]))),
-            (true, 51) => self.l4_bytes(8).map(|b| (IpProtocol::Ah, be32(&b[4..8]))),
+        if self.ip_version == NO_IP {
+            return None;
+        }
+        match IpProtocol::from(self.protocol) {
+            IpProtocol::Esp => self
+                .l4_bytes(esp::field::SPI.end)
+                .map(|b| (IpProtocol::Esp, EspPacket::new_unchecked(b).spi())),
+            IpProtocol::Ah => self
+                .l4_bytes(ah::field::SPI.end)
+                .map(|b| (IpProtocol::Ah, AhPacket::new_unchecked(b).spi())),
             _ => None,
         }
     }
@@ -677,7 +718,11 @@ impl fmt::Display for Slice<'_> {
         }
         match (self.network(), self.five_tuple()) {
             (Some(n), t) => {
-                let ip = if n.version == 6 { "IP6" } else { "IP" };
+                let ip = if n.version == ipv6::VERSION {
+                    "IP6"
+                } else {
+                    "IP"
+                };
                 match t {
                     Some(t) if n.protocol.has_ports() && !(n.is_fragment && n.frag_offset != 0) => {
                         let sa = core::net::SocketAddr::new(t.src, t.src_port);

@@ -10,7 +10,8 @@ use crate::error::{need, Layer, Result};
 use crate::ethernet::EtherType;
 use core::fmt;
 
-mod field {
+/// Field offsets within an SLL (v1) header.
+pub mod field {
     use core::ops::Range;
     pub const PACKET_TYPE: Range<usize> = 0..2;
     pub const ARPHRD: Range<usize> = 2..4;
@@ -19,7 +20,8 @@ mod field {
     pub const PROTOCOL: Range<usize> = 14..16;
 }
 
-mod field2 {
+/// Field offsets within an SLL2 header.
+pub mod field2 {
     use core::ops::Range;
     pub const PROTOCOL: Range<usize> = 0..2;
     pub const RESERVED: Range<usize> = 2..4;
@@ -35,6 +37,7 @@ pub const HEADER_LEN: usize = 16;
 /// Length of an SLL2 header.
 pub const SLL2_HEADER_LEN: usize = 20;
 
+#[inline]
 fn be16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
 }
@@ -47,11 +50,13 @@ pub struct SllHeader<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> SllHeader<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         SllHeader { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let h = Self::new_unchecked(buffer);
         h.check_len()?;
@@ -59,26 +64,31 @@ impl<T: AsRef<[u8]>> SllHeader<T> {
     }
 
     /// Checks that the 16-byte header is there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Sll, self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// Packet type (0 to us, 1 broadcast, 2 multicast, 3 to someone else, 4 sent by us).
+    #[inline]
     pub fn packet_type(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::PACKET_TYPE])
     }
 
     /// The ARPHRD_ device type.
+    #[inline]
     pub fn arphrd(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::ARPHRD])
     }
 
     /// Link-layer address length as recorded (may exceed the 8 bytes kept).
+    #[inline]
     pub fn addr_len(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::ADDR_LEN])
     }
 
     /// The 8-byte link-layer address field (only `addr_len` bytes are meaningful).
+    #[inline]
     pub fn addr(&self) -> [u8; 8] {
         let mut a = [0; 8];
         a.copy_from_slice(&self.buffer.as_ref()[field::ADDR]);
@@ -86,11 +96,13 @@ impl<T: AsRef<[u8]>> SllHeader<T> {
     }
 
     /// Protocol type (an EtherType here).
+    #[inline]
     pub fn protocol(&self) -> EtherType {
         EtherType::from(be16(&self.buffer.as_ref()[field::PROTOCOL]))
     }
 
     /// Everything after the header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
@@ -178,11 +190,13 @@ pub struct Sll2Header<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Sll2Header<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Sll2Header { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let h = Self::new_unchecked(buffer);
         h.check_len()?;
@@ -190,37 +204,44 @@ impl<T: AsRef<[u8]>> Sll2Header<T> {
     }
 
     /// Checks that the 20-byte header is there.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Sll2, self.buffer.as_ref(), SLL2_HEADER_LEN)
     }
 
     /// Protocol type (an EtherType here).
+    #[inline]
     pub fn protocol(&self) -> EtherType {
         EtherType::from(be16(&self.buffer.as_ref()[field2::PROTOCOL]))
     }
 
     /// Interface index the packet was seen on.
+    #[inline]
     pub fn ifindex(&self) -> u32 {
         let b = &self.buffer.as_ref()[field2::IFINDEX];
         u32::from_be_bytes([b[0], b[1], b[2], b[3]])
     }
 
     /// The ARPHRD_ device type.
+    #[inline]
     pub fn arphrd(&self) -> u16 {
         be16(&self.buffer.as_ref()[field2::ARPHRD])
     }
 
     /// Packet type, as in v1.
+    #[inline]
     pub fn packet_type(&self) -> u8 {
         self.buffer.as_ref()[field2::PACKET_TYPE]
     }
 
     /// Link-layer address length as recorded.
+    #[inline]
     pub fn addr_len(&self) -> u8 {
         self.buffer.as_ref()[field2::ADDR_LEN]
     }
 
     /// The 8-byte link-layer address field.
+    #[inline]
     pub fn addr(&self) -> [u8; 8] {
         let mut a = [0; 8];
         a.copy_from_slice(&self.buffer.as_ref()[field2::ADDR]);
@@ -228,6 +249,7 @@ impl<T: AsRef<[u8]>> Sll2Header<T> {
     }
 
     /// Everything after the header.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[SLL2_HEADER_LEN..]
     }

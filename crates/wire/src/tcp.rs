@@ -9,7 +9,8 @@ use core::fmt;
 use core::net::IpAddr;
 use core::ops::BitOr;
 
-mod field {
+/// Field offsets within the header.
+pub mod field {
     use core::ops::Range;
     pub const SRC_PORT: Range<usize> = 0..2;
     pub const DST_PORT: Range<usize> = 2..4;
@@ -117,11 +118,13 @@ pub struct TcpPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         TcpPacket { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -130,6 +133,7 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 
     /// Checks that the data offset is at least 5 and the whole header with
     /// its options is in the buffer.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         need(Layer::Tcp, b, HEADER_LEN)?;
@@ -141,57 +145,70 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     }
 
     /// Returns the wrapped buffer.
+    #[inline]
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     /// Source port.
+    #[inline]
     pub fn src_port(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::SRC_PORT])
     }
     /// Destination port.
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::DST_PORT])
     }
     /// Sequence number.
+    #[inline]
     pub fn seq_number(&self) -> u32 {
         be32(&self.buffer.as_ref()[field::SEQ])
     }
     /// Acknowledgment number.
+    #[inline]
     pub fn ack_number(&self) -> u32 {
         be32(&self.buffer.as_ref()[field::ACK])
     }
     /// Header length in bytes (data offset × 4).
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::FLAGS.start] >> 4) * 4
     }
     /// Control bits.
+    #[inline]
     pub fn flags(&self) -> TcpFlags {
         TcpFlags::from_bits_truncate(be16(&self.buffer.as_ref()[field::FLAGS]))
     }
     /// Window.
+    #[inline]
     pub fn window_len(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::WINDOW])
     }
     /// Checksum field.
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::CHECKSUM])
     }
     /// Urgent pointer.
+    #[inline]
     pub fn urgent_at(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::URGENT])
     }
     /// Options bytes.
+    #[inline]
     pub fn options(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
     }
     /// Segment data.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
 
     /// Whether the checksum over the pseudo-header and the whole buffer (the
     /// segment, no trailing padding) is right.
+    #[inline]
     pub fn verify_checksum(&self, src: &IpAddr, dst: &IpAddr) -> bool {
         let b = self.buffer.as_ref();
         let ph = checksum::pseudo_header(src, dst, IpProtocol::Tcp, b.len() as u32);

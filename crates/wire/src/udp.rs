@@ -8,7 +8,8 @@ use crate::ip::IpProtocol;
 use core::fmt;
 use core::net::IpAddr;
 
-mod field {
+/// Field offsets within the header.
+pub mod field {
     use core::ops::Range;
     pub const SRC_PORT: Range<usize> = 0..2;
     pub const DST_PORT: Range<usize> = 2..4;
@@ -27,11 +28,13 @@ pub struct UdpPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         UdpPacket { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -40,6 +43,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 
     /// Checks that the header is there and the length field is at least 8.
     /// The data may be cut short by a snap length.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Udp, self.buffer.as_ref(), HEADER_LEN)?;
         let len = usize::from(self.len());
@@ -50,26 +54,32 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
 
     /// Source port.
+    #[inline]
     pub fn src_port(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::SRC_PORT])
     }
     /// Destination port.
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::DST_PORT])
     }
     /// Length field (header and data).
+    #[inline]
     pub fn len(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::LENGTH])
     }
     /// Whether the length field says there is no data.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         usize::from(self.len()) <= HEADER_LEN
     }
     /// Checksum field (0: none was computed, allowed over IPv4 only).
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::CHECKSUM])
     }
     /// The data, up to the length field or what the buffer holds.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         &b[HEADER_LEN..usize::from(self.len()).clamp(HEADER_LEN, b.len())]
@@ -77,6 +87,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
 
     /// Whether the checksum over the pseudo-header and the whole buffer is
     /// right. A zero checksum over IPv4 means "not computed" and passes.
+    #[inline]
     pub fn verify_checksum(&self, src: &IpAddr, dst: &IpAddr) -> bool {
         if src.is_ipv4() && self.checksum() == 0 {
             return true;

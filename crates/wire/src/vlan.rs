@@ -1,5 +1,6 @@
 //! IEEE 802.1Q VLAN tags (IEEE 802.1Q-2018 §9.6), also used stacked as
-//! 802.1ad "QinQ" with TPID 0x88a8 for the outer (service) tag.
+//! 802.1ad "QinQ" with TPID 0x88a8 for the outer (service) tag, or the
+//! pre-standard 0x9100 ([`EtherType::is_vlan_tpid`] names all three).
 //!
 //! In a frame the tag's TPID sits where the EtherType would be; the 4 bytes
 //! viewed here are what follows it: the Tag Control Information (PCP, DEI,
@@ -9,7 +10,8 @@ use crate::error::{need, Layer, Result};
 use crate::ethernet::EtherType;
 use core::fmt;
 
-mod field {
+/// Field offsets within the tag body (after the TPID).
+pub mod field {
     use core::ops::Range;
     pub const TCI: Range<usize> = 0..2;
     pub const ETHERTYPE: Range<usize> = 2..4;
@@ -29,11 +31,13 @@ pub struct VlanTag<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> VlanTag<T> {
     /// Wraps a buffer without checking it.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         VlanTag { buffer }
     }
 
     /// Wraps a buffer after [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let t = Self::new_unchecked(buffer);
         t.check_len()?;
@@ -41,37 +45,44 @@ impl<T: AsRef<[u8]>> VlanTag<T> {
     }
 
     /// Checks that the buffer holds the 4-byte tag body.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         need(Layer::Vlan, self.buffer.as_ref(), HEADER_LEN)
     }
 
+    #[inline]
     fn tci(&self) -> u16 {
         let b = &self.buffer.as_ref()[field::TCI];
         u16::from_be_bytes([b[0], b[1]])
     }
 
     /// Priority Code Point (3 bits).
+    #[inline]
     pub fn pcp(&self) -> u8 {
         (self.tci() >> 13) as u8
     }
 
     /// Drop Eligible Indicator.
+    #[inline]
     pub fn dei(&self) -> bool {
         self.tci() & 0x1000 != 0
     }
 
     /// VLAN identifier (12 bits).
+    #[inline]
     pub fn vid(&self) -> u16 {
         self.tci() & 0x0fff
     }
 
     /// EtherType of what follows the tag.
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         let b = &self.buffer.as_ref()[field::ETHERTYPE];
         EtherType::from(u16::from_be_bytes([b[0], b[1]]))
     }
 
     /// Everything after the tag.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..]
     }

@@ -1,6 +1,10 @@
 //! Property tests: every `Repr` survives emit then parse; `slice` never
-//! panics on arbitrary bytes for any link type; and frames built with the
-//! `Repr`s slice back to the five-tuple they were built from.
+//! panics on arbitrary bytes for any link type; frames built with the
+//! `Repr`s slice back to the five-tuple they were built from; and
+//! `wire::flow_bits` (the fast path) says what `slice(..).flow_bits()` says,
+//! which says what `network()` and `five_tuple()` say, on built frames (VLAN
+//! and QinQ tags, IPv4 options and fragments, IPv6 extension headers) cut
+//! at every length.
 
 use proptest::prelude::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -17,7 +21,7 @@ use wire::sll::{Sll2Header, Sll2Repr, SllHeader, SllRepr};
 use wire::tcp::{TcpPacket, TcpRepr};
 use wire::udp::{UdpPacket, UdpRepr};
 use wire::vlan::{VlanRepr, VlanTag};
-use wire::{slice, EtherType, IpProtocol, LinkType, TcpFlags};
+use wire::{slice, EtherType, FlowBits, IpProtocol, LinkType, Slice, TcpFlags};
 
 fn ethertype() -> impl Strategy<Value = EtherType> {
     any::<u16>().prop_map(EtherType::from)
@@ -45,6 +49,263 @@ fn addr_bits(a: IpAddr) -> u128 {
     match a {
         IpAddr::V4(a) => u128::from(u32::from(a)),
         IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+/// The flow as `network()` and `five_tuple()` give it, in `FlowBits` form.
+fn typed_flow(s: &Slice) -> Option<FlowBits> {
+    s.network().map(|n| {
+        let (sp, dp) = s.five_tuple().map_or((0, 0), |t| (t.src_port, t.dst_port));
+        FlowBits {
+            version: n.version,
+            protocol: n.protocol.into(),
+            src: addr_bits(n.src),
+            dst: addr_bits(n.dst),
+            src_port: sp,
+            dst_port: dp,
+        }
+    })
+}
+
+/// An IPv6 extension header of a built frame.
+#[derive(Clone, Copy, Debug)]
+enum Ext {
+    /// Hop-by-hop, routing or destination options, with 6 + 8k bytes of data.
+    Generic(IpProtocol, usize),
+    /// A fragment header: offset in bytes, M flag.
+    Fragment(u16, bool),
+}
+
+fn ext() -> impl Strategy<Value = Ext> {
+    prop_oneof![
+        (
+            prop::sample::select(vec![
+                IpProtocol::HopByHop,
+                IpProtocol::Ipv6Route,
+                IpProtocol::Ipv6Opts
+            ]),
+            0usize..3
+        )
+            .prop_map(|(p, k)| Ext::Generic(p, k)),
+        (prop_oneof![Just(0u16), 1u16..8192], any::<bool>())
+            .prop_map(|(o, m)| Ext::Fragment(o * 8, m)),
+    ]
+}
+
+/// What a built frame carries above the link layer.
+#[derive(Clone, Debug)]
+struct Built {
+    /// VLAN tags: TPID and VLAN id, outermost first.
+    tags: Vec<(EtherType, u16)>,
+    src: IpAddr,
+    dst: IpAddr,
+    /// IPv4 options (a multiple of 4 bytes), IPv4 MF and fragment offset.
+    options: Vec<u8>,
+    v4_frag: (bool, u16),
+    /// IPv6 extension headers, in order.
+    exts: Vec<Ext>,
+    protocol: IpProtocol,
+    ports: (u16, u16),
+    payload: Vec<u8>,
+}
+
+fn built() -> impl Strategy<Value = Built> {
+    let tpid = prop::sample::select(vec![
+        EtherType::Vlan,
+        EtherType::QinQ,
+        EtherType::QinQLegacy,
+    ]);
+    (
+        prop_oneof![2 => Just(vec![]), 1 => proptest::collection::vec((tpid, 0u16..4096), 1..4)],
+        any::<bool>(),
+        (any::<[u8; 4]>(), any::<[u8; 4]>(), any::<[u8; 16]>(), any::<[u8; 16]>()),
+        prop_oneof![2 => Just(vec![]), 1 => padded(4, 40)],
+        prop_oneof![3 => Just((false, 0u16)), 1 => (any::<bool>(), 0u16..8192).prop_map(|(m, o)| (m, o * 8))],
+        prop_oneof![2 => Just(vec![]), 1 => proptest::collection::vec(ext(), 1..4)],
+        prop::sample::select(vec![IpProtocol::Tcp, IpProtocol::Udp, IpProtocol::Tcp, IpProtocol::Udp,
+                                  IpProtocol::Icmp, IpProtocol::Esp, IpProtocol::Unknown(132)]),
+        (any::<u16>(), any::<u16>()),
+        proptest::collection::vec(any::<u8>(), 0..24),
+    )
+        .prop_map(|(tags, v6, (s4, d4, s6, d6), options, v4_frag, exts, protocol, ports, payload)| {
+            let (src, dst) = if v6 { (IpAddr::from(s6), IpAddr::from(d6)) } else { (IpAddr::from(s4), IpAddr::from(d4)) };
+            let protocol = if v6 && protocol == IpProtocol::Icmp { IpProtocol::Icmpv6 } else { protocol };
+            Built { tags, src, dst, options, v4_frag, exts, protocol, ports, payload }
+        })
+}
+
+impl Built {
+    /// The frame, emitted layer by layer with the `Repr`s.
+    fn frame(&self) -> Vec<u8> {
+        let (sp, dp) = self.ports;
+        let mut l4 = vec![0u8; 20];
+        let hl = match self.protocol {
+            IpProtocol::Tcp => {
+                TcpRepr {
+                    src_port: sp,
+                    dst_port: dp,
+                    seq_number: 1,
+                    ack_number: 2,
+                    flags: TcpFlags::ACK,
+                    window_len: 100,
+                    urgent_at: 0,
+                    options: &[],
+                }
+                .emit(&mut l4)
+                .unwrap();
+                20
+            }
+            IpProtocol::Udp => {
+                UdpRepr {
+                    src_port: sp,
+                    dst_port: dp,
+                    payload_len: self.payload.len(),
+                }
+                .emit(&mut l4)
+                .unwrap();
+                8
+            }
+            IpProtocol::Icmp => {
+                IcmpRepr::echo(true, sp, dp).emit(&mut l4).unwrap();
+                8
+            }
+            IpProtocol::Icmpv6 => {
+                Icmpv6Repr::echo(true, sp, dp).emit(&mut l4).unwrap();
+                8
+            }
+            IpProtocol::Esp => {
+                EspRepr {
+                    spi: u32::from(sp),
+                    seq_number: u32::from(dp),
+                }
+                .emit(&mut l4)
+                .unwrap();
+                8
+            }
+            _ => {
+                l4[..4].copy_from_slice(&[(sp >> 8) as u8, sp as u8, (dp >> 8) as u8, dp as u8]);
+                4
+            }
+        };
+        l4.truncate(hl);
+        l4.extend_from_slice(&self.payload);
+        let ip_type = if self.src.is_ipv6() {
+            EtherType::Ipv6
+        } else {
+            EtherType::Ipv4
+        };
+        let first = self.tags.first().map_or(ip_type, |t| t.0);
+        let mut f = vec![0u8; 14];
+        EthernetRepr {
+            dst_addr: EthernetAddress([2; 6]),
+            src_addr: EthernetAddress([4; 6]),
+            ethertype: first,
+        }
+        .emit(&mut f)
+        .unwrap();
+        for (i, (_, vid)) in self.tags.iter().enumerate() {
+            let next = self.tags.get(i + 1).map_or(ip_type, |t| t.0);
+            let mut t = [0u8; 4];
+            VlanRepr {
+                pcp: 0,
+                dei: false,
+                vid: *vid,
+                ethertype: next,
+            }
+            .emit(&mut t)
+            .unwrap();
+            f.extend_from_slice(&t);
+        }
+        match (self.src, self.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let r = Ipv4Repr {
+                    src_addr: s,
+                    dst_addr: d,
+                    protocol: self.protocol,
+                    payload_len: l4.len(),
+                    ttl: 64,
+                    tos: 0,
+                    ident: 1,
+                    dont_frag: false,
+                    more_frags: self.v4_frag.0,
+                    frag_offset: self.v4_frag.1,
+                    options: &self.options,
+                };
+                let mut h = vec![0u8; r.buffer_len()];
+                r.emit(&mut h).unwrap();
+                f.extend_from_slice(&h);
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                // The extension headers, last first, each naming what follows it.
+                let mut rest = l4.clone();
+                let mut next = self.protocol;
+                for e in self.exts.iter().rev() {
+                    let (kind, mut h) = match *e {
+                        Ext::Generic(kind, k) => {
+                            let data = vec![1u8; 6 + 8 * k];
+                            let r = Ipv6ExtRepr {
+                                next_header: next,
+                                data: &data,
+                            };
+                            let mut h = vec![0u8; r.buffer_len()];
+                            r.emit(&mut h).unwrap();
+                            (kind, h)
+                        }
+                        Ext::Fragment(offset, more) => {
+                            let mut h = vec![0u8; 8];
+                            Ipv6FragmentRepr {
+                                next_header: next,
+                                frag_offset: offset,
+                                more_frags: more,
+                                ident: 7,
+                            }
+                            .emit(&mut h)
+                            .unwrap();
+                            (IpProtocol::Ipv6Frag, h)
+                        }
+                    };
+                    h.extend_from_slice(&rest);
+                    rest = h;
+                    next = kind;
+                }
+                let mut h = [0u8; 40];
+                Ipv6Repr {
+                    src_addr: s,
+                    dst_addr: d,
+                    next_header: next,
+                    payload_len: rest.len() as u16,
+                    hop_limit: 64,
+                    traffic_class: 0,
+                    flow_label: 0,
+                }
+                .emit(&mut h)
+                .unwrap();
+                f.extend_from_slice(&h);
+                f.extend_from_slice(&rest);
+                return f;
+            }
+            _ => unreachable!(),
+        }
+        f.extend_from_slice(&l4);
+        f
+    }
+
+    /// Whether the frame is the first fragment (or no fragment), whose
+    /// upper-layer header `slice` reads.
+    fn first_fragment(&self) -> bool {
+        if self.src.is_ipv6() {
+            // `slice` keeps the offset of the last fragment header it met.
+            self.exts
+                .iter()
+                .rev()
+                .find_map(|e| match e {
+                    Ext::Fragment(o, _) => Some(*o == 0),
+                    _ => None,
+                })
+                .unwrap_or(true)
+        } else {
+            self.v4_frag.1 == 0
+        }
     }
 }
 
@@ -170,7 +431,7 @@ proptest! {
     /// Mostly-valid frames (a real header prefix with random bytes after the
     /// EtherType) reach the deeper layers, where arbitrary bytes rarely go.
     #[test]
-    fn slice_never_panics_past_the_link(et in prop::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x88a8]),
+    fn slice_never_panics_past_the_link(et in prop::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x88a8, 0x9100]),
                                         ver in prop::sample::select(vec![0x45u8, 0x46, 0x4f, 0x60]),
                                         bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
         let f = prefixed_frame(et, ver, &bytes);
@@ -311,5 +572,38 @@ proptest! {
         prop_assert_eq!(wire::flow_bits(LinkType::Ethernet, f), slice(LinkType::Ethernet, f).flow_bits());
         let link = LinkType::from_code(code);
         prop_assert_eq!(wire::flow_bits(link, &raw), slice(link, &raw).flow_bits());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Frames built with the `Repr`s — VLAN tags with all three TPIDs, IPv4
+    /// with options and fragments, IPv6 with extension headers — slice back
+    /// to the flow they were built from; and cut at every length, the fast
+    /// path, `slice(..).flow_bits()` and `network()`/`five_tuple()` agree.
+    #[test]
+    fn flow_bits_agree_on_built_frames_cut_at_every_length(b in built()) {
+        let f = b.frame();
+        let s = slice(LinkType::Ethernet, &f);
+        prop_assert_eq!(s.error(), None);
+        let vids: Vec<u16> = b.tags.iter().map(|t| t.1).collect();
+        prop_assert_eq!(s.vlans(), &vids[..]);
+        let ports = if b.protocol.has_ports() && b.first_fragment() { b.ports } else { (0, 0) };
+        let want = FlowBits {
+            version: if b.src.is_ipv6() { 6 } else { 4 },
+            protocol: b.protocol.into(),
+            src: addr_bits(b.src),
+            dst: addr_bits(b.dst),
+            src_port: ports.0,
+            dst_port: ports.1,
+        };
+        prop_assert_eq!(s.flow_bits(), Some(want));
+        for n in 0..=f.len() {
+            let cut = &f[..n];
+            let s = slice(LinkType::Ethernet, cut);
+            prop_assert_eq!(s.flow_bits(), typed_flow(&s), "cut at {}", n);
+            prop_assert_eq!(wire::flow_bits(LinkType::Ethernet, cut), s.flow_bits(), "cut at {}", n);
+        }
     }
 }

@@ -400,8 +400,41 @@ impl TraceReader {
     /// The next record, borrowing the reader's buffer; `None` at the end of
     /// the trace (see [`TraceReader::truncation`]). After an error, every
     /// later call returns `None`.
+    #[inline]
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>> {
-        let step = match self.state {
+        match self.step() {
+            Ok(step) => Ok(self.view(step)),
+            Err(e) => {
+                self.state = State::Done;
+                Err(e)
+            }
+        }
+    }
+
+    /// The next record for which `keep` is true; the others are passed over
+    /// (a time window's reader skips the packets outside it this way).
+    #[inline]
+    pub fn next_record_where(
+        &mut self,
+        mut keep: impl FnMut(&Record<'_>) -> bool,
+    ) -> Result<Option<Record<'_>>> {
+        loop {
+            let step = match self.step() {
+                Ok(step) => step,
+                Err(e) => {
+                    self.state = State::Done;
+                    return Err(e);
+                }
+            };
+            if self.view(step.clone()).is_none_or(|r| keep(&r)) {
+                return Ok(self.view(step));
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn step(&mut self) -> Result<Step> {
+        match self.state {
             State::PcapRecords => self.next_pcap_packet(),
             State::Blocks => self.next_block(),
             State::PcapHeader => self.pcap_header(),
@@ -410,13 +443,6 @@ impl TraceReader {
                 Ok(Step::Interface)
             }
             State::Done => Ok(Step::End),
-        };
-        match step {
-            Ok(step) => Ok(self.view(step)),
-            Err(e) => {
-                self.state = State::Done;
-                Err(e)
-            }
         }
     }
 
@@ -624,6 +650,7 @@ impl TraceReader {
 
 /// What `next_record` found, as positions in the buffer, so that the
 /// borrowing [`Record`] is built only once the reader's state is updated.
+#[derive(Clone)]
 enum Step {
     End,
     Section,

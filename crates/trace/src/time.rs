@@ -1,4 +1,5 @@
-//! Times on the command line and in output: nanoseconds since the Unix epoch.
+//! Times as people write them: nanoseconds since the Unix epoch from and to
+//! the command line and reports.
 //!
 //! Accepted input forms: seconds since the epoch with an optional fraction
 //! (`1795317433.483032138`, as `tcpdump -tt` prints), and RFC 3339 date-times

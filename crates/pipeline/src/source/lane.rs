@@ -1,5 +1,7 @@
-//! The capture pipeline: a ring thread that never waits for the disk, and a
-//! consumer thread that does the slow work (compression, writing).
+//! A capture ring's lane: a ring thread that never waits for the disk, and a
+//! consumer thread that runs the pipeline (filter, profiler, trace writer)
+//! on what the ring thread hands over, through the same [`run`] loop as
+//! every other source.
 //!
 //! The ring thread takes each block the kernel hands over, copies its packets
 //! into a [`Batch`] (putting back VLAN tags the kernel stripped), gives the
@@ -36,7 +38,63 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::time::{Duration, Instant};
 
-use crate::ring::{KernelStats, RingPacket, TpacketRing};
+use capture::ring::{KernelStats, RingPacket, TpacketRing};
+use wire::LinkType;
+
+use crate::error::Error;
+use crate::packet::Frame;
+use crate::report::Report;
+use crate::run::{run, Consumer, Control, Source};
+
+/// What a lane reads from: a capture ring, or in tests a scripted one.
+pub trait Ring: Send {
+    /// The link type of every packet.
+    fn link_type(&self) -> LinkType;
+
+    /// Waits up to `timeout` for the next block and calls `each` on its
+    /// packets, in order; the block goes back to the kernel afterwards.
+    /// `false` when no block came in time.
+    fn read_block<F: FnMut(&RingPacket<'_>)>(
+        &mut self,
+        timeout: Duration,
+        each: F,
+    ) -> io::Result<bool>;
+
+    /// Stops the kernel from passing packets, so that once the ring is
+    /// drained its counters and what was read agree exactly.
+    fn stop_receiving(&mut self) -> io::Result<()>;
+
+    /// The kernel's counters so far.
+    fn kernel_stats(&mut self) -> io::Result<KernelStats>;
+}
+
+impl Ring for TpacketRing {
+    fn link_type(&self) -> LinkType {
+        TpacketRing::link_type(self)
+    }
+
+    fn read_block<F: FnMut(&RingPacket<'_>)>(
+        &mut self,
+        timeout: Duration,
+        mut each: F,
+    ) -> io::Result<bool> {
+        let Some(block) = self.acquire_block(timeout)? else {
+            return Ok(false);
+        };
+        for p in block.packets() {
+            each(&p);
+        }
+        Ok(true)
+    }
+
+    fn stop_receiving(&mut self) -> io::Result<()> {
+        TpacketRing::stop_receiving(self)
+    }
+
+    fn kernel_stats(&mut self) -> io::Result<KernelStats> {
+        TpacketRing::kernel_stats(self)
+    }
+}
 
 /// Bytes of a record header inside a batch: ts_ns u64, orig_len u32, caplen u32.
 const RECORD_HEADER: usize = 16;
@@ -136,20 +194,30 @@ impl Batch {
     /// The packets, in arrival order.
     pub fn iter(&self) -> impl Iterator<Item = BatchPacket<'_>> {
         let mut at = 0usize;
-        let buf = &self.buf;
         std::iter::from_fn(move || {
-            let h = buf.get(at..at + RECORD_HEADER)?;
-            let ts_ns = u64::from_le_bytes(h[0..8].try_into().ok()?);
-            let orig_len = u32::from_le_bytes(h[8..12].try_into().ok()?);
-            let caplen = u32::from_le_bytes(h[12..16].try_into().ok()?) as usize;
-            let data = buf.get(at + RECORD_HEADER..at + RECORD_HEADER + caplen)?;
-            at += RECORD_HEADER + caplen;
-            Some(BatchPacket {
+            let (p, next) = self.packet_at(at)?;
+            at = next;
+            Some(p)
+        })
+    }
+
+    /// The packet whose record starts at byte `at`, and where the next starts.
+    fn packet_at(&self, at: usize) -> Option<(BatchPacket<'_>, usize)> {
+        let buf = &self.buf;
+        let h = buf.get(at..at.checked_add(RECORD_HEADER)?)?;
+        let ts_ns = u64::from_le_bytes(h[0..8].try_into().ok()?);
+        let orig_len = u32::from_le_bytes(h[8..12].try_into().ok()?);
+        let caplen = u32::from_le_bytes(h[12..16].try_into().ok()?) as usize;
+        let end = at + RECORD_HEADER + caplen;
+        let data = buf.get(at + RECORD_HEADER..end)?;
+        Some((
+            BatchPacket {
                 ts_ns,
                 orig_len,
                 data,
-            })
-        })
+            },
+            end,
+        ))
     }
 }
 
@@ -227,18 +295,21 @@ impl Default for PipelineConfig {
     }
 }
 
-/// Runs the capture on the calling thread and `consume` on a second one
-/// until `stop` is set, `count` packets were taken, `duration` passed, or
-/// `consume` fails. Returns the final counters and the consumer's error, if any.
-pub fn run<F>(
-    ring: &mut TpacketRing,
+/// Runs a lane: the ring thread on the calling thread, and the [`run`]
+/// loop of `consumer` over a [`LaneSource`] on a second one, until `stop`
+/// is set, `count` packets were taken, `duration` passed, or the consumer
+/// fails. Returns the final counters and the consumer's report (its output
+/// failure, if any; the ring's own failure is an input error in it).
+pub fn run_lane<R, C>(
+    ring: &mut R,
     cfg: &PipelineConfig,
     stop: &AtomicBool,
     live: &LiveStats,
-    consume: F,
-) -> (CaptureStats, io::Result<()>)
+    consumer: &mut C,
+) -> (CaptureStats, Report)
 where
-    F: FnMut(&Batch) -> io::Result<()> + Send,
+    R: Ring,
+    C: for<'q> Consumer<LaneSource<'q>> + Send,
 {
     // Unbounded as a channel (it allocates a slot block per 31 batches):
     // `Handoff` bounds it, in bytes and in batches, and never waits.
@@ -249,18 +320,44 @@ where
     let (empty_tx, empty_rx) = mpsc::sync_channel::<Batch>(SPARE_BATCHES);
     let in_flight = InFlight::default();
     let consumer_failed = AtomicBool::new(false);
+    let link_type = ring.link_type();
     std::thread::scope(|s| {
-        let consumer =
-            s.spawn(|| consumer_loop(full_rx, empty_tx, &in_flight, consume, &consumer_failed));
+        let consumer = s.spawn(|| {
+            let mut source = LaneSource {
+                rx: full_rx,
+                back: empty_tx,
+                in_flight: &in_flight,
+                failed: &consumer_failed,
+                link_type,
+                current: None,
+                at: 0,
+                taken: 0,
+            };
+            // The ring thread decides when to stop; the consumer drains
+            // every batch it was handed.
+            let never = AtomicBool::new(false);
+            let report = run(&mut source, consumer, Control::new(&never));
+            (report, source.taken)
+        });
         let handoff = Handoff {
             tx: full_tx,
             in_flight: &in_flight,
             limit_bytes: cfg.queue_bytes,
         };
         let ring_result = ring_loop(ring, cfg, stop, live, handoff, empty_rx, &consumer_failed);
-        let consumer_result = consumer
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("the writer thread panicked")));
+        let (mut report, taken) = consumer.join().unwrap_or_else(|_| {
+            let mut r = Report::default();
+            r.failed(Error::input("the consumer thread panicked"));
+            (r, 0)
+        });
+        // A consumer that failed left batches in the queue: they were
+        // handed over but never taken, so they count as dropped by kansoku.
+        let delivered = live.delivered.load(Ordering::Relaxed);
+        if taken < delivered {
+            live.delivered.store(taken, Ordering::Relaxed);
+            live.dropped_queue
+                .fetch_add(delivered - taken, Ordering::Relaxed);
+        }
         let kernel = ring.kernel_stats().unwrap_or_default();
         store_kernel(live, &kernel);
         let stats = CaptureStats {
@@ -270,8 +367,122 @@ where
             dropped_queue: live.dropped_queue.load(Ordering::Relaxed),
             skipped: live.skipped.load(Ordering::Relaxed),
         };
-        (stats, ring_result.and(consumer_result))
+        if let Err(e) = ring_result {
+            report.failed(Error::input(format!("the capture ring: {e}")));
+        }
+        (stats, report)
     })
+}
+
+impl std::ops::AddAssign<&CaptureStats> for CaptureStats {
+    /// Sums the counters of the rings of a fanout group.
+    fn add_assign(&mut self, o: &CaptureStats) {
+        self.kernel.packets += o.kernel.packets;
+        self.kernel.drops += o.kernel.drops;
+        self.kernel.freeze_count += o.kernel.freeze_count;
+        self.received += o.received;
+        self.delivered += o.delivered;
+        self.dropped_queue += o.dropped_queue;
+        self.skipped += o.skipped;
+    }
+}
+
+/// One step of a lane: a packet, or the end of a batch (the consumer may
+/// flush what it prints). A batch end with a watermark (a heartbeat when
+/// the ring is idle) says that every packet stamped before that time
+/// (nanoseconds since the epoch) has been handed over.
+#[derive(Clone, Copy, Debug)]
+pub enum LaneItem<'a> {
+    Frame(Frame<'a>),
+    BatchEnd { watermark: Option<u64> },
+}
+
+/// The consumer's end of a lane: the batches the ring thread hands over,
+/// packet by packet. A batch counts against the queue's limit until the
+/// consumer asks for what comes after it.
+pub struct LaneSource<'q> {
+    rx: Receiver<Batch>,
+    back: SyncSender<Batch>,
+    in_flight: &'q InFlight,
+    failed: &'q AtomicBool,
+    link_type: LinkType,
+    current: Option<Batch>,
+    /// Byte offset of the next packet in `current`.
+    at: usize,
+    /// Packets given to the consumer.
+    taken: u64,
+}
+
+impl Source for LaneSource<'_> {
+    type Item<'a>
+        = LaneItem<'a>
+    where
+        Self: 'a;
+
+    fn name(&self) -> &str {
+        "the capture ring"
+    }
+
+    fn next(&mut self) -> crate::Result<Option<LaneItem<'_>>> {
+        loop {
+            match &mut self.current {
+                Some(b) if self.at < b.bytes() => break,
+                Some(_) => {
+                    // Done with this batch: its bytes are free again, and it
+                    // goes back for reuse (freed if the pool is full or the
+                    // ring thread is gone).
+                    let Some(mut b) = self.current.take() else {
+                        continue;
+                    };
+                    self.in_flight.done(b.bytes());
+                    let watermark = b.watermark_ns();
+                    b.clear();
+                    let _ = self.back.try_send(b);
+                    return Ok(Some(LaneItem::BatchEnd { watermark }));
+                }
+                None => match self.rx.recv() {
+                    Ok(b) => {
+                        self.current = Some(b);
+                        self.at = 0;
+                    }
+                    Err(_) => return Ok(None),
+                },
+            }
+        }
+        let Some(b) = self.current.as_ref() else {
+            return Ok(None);
+        };
+        let Some((p, next)) = b.packet_at(self.at) else {
+            // A batch the ring thread built is never malformed; should one
+            // be, its remaining bytes are passed over.
+            self.at = usize::MAX;
+            return Err(Error::input("a capture batch is malformed"));
+        };
+        self.at = next;
+        self.taken += 1;
+        Ok(Some(LaneItem::Frame(Frame {
+            link_type: self.link_type,
+            ts_ns: p.ts_ns,
+            orig_len: p.orig_len,
+            data: p.data,
+        })))
+    }
+
+    fn close(&mut self, _report: &mut Report) {
+        // The drops and counts are the ring thread's; see `run_lane`.
+    }
+}
+
+impl Drop for LaneSource<'_> {
+    /// The consumer stopped (at the end, or because it failed): the ring
+    /// thread stops too, and counts what it can no longer hand over as
+    /// dropped.
+    fn drop(&mut self) {
+        if let Some(b) = self.current.take() {
+            self.in_flight.done(b.bytes());
+        }
+        self.failed.store(true, Ordering::Relaxed);
+    }
 }
 
 fn store_kernel(live: &LiveStats, k: &KernelStats) {
@@ -372,33 +583,8 @@ fn hand_over(
     }
 }
 
-fn consumer_loop<F>(
-    rx: Receiver<Batch>,
-    back: SyncSender<Batch>,
-    in_flight: &InFlight,
-    mut consume: F,
-    failed: &AtomicBool,
-) -> io::Result<()>
-where
-    F: FnMut(&Batch) -> io::Result<()>,
-{
-    while let Ok(mut batch) = rx.recv() {
-        let result = consume(&batch);
-        in_flight.done(batch.bytes());
-        if let Err(e) = result {
-            failed.store(true, Ordering::Relaxed);
-            return Err(e);
-        }
-        batch.clear();
-        // Never waits: if the pool is full, or the ring thread is gone
-        // (stopping), the batch is freed.
-        let _ = back.try_send(batch);
-    }
-    Ok(())
-}
-
-fn ring_loop(
-    ring: &mut TpacketRing,
+fn ring_loop<R: Ring>(
+    ring: &mut R,
     cfg: &PipelineConfig,
     stop: &AtomicBool,
     live: &LiveStats,
@@ -434,7 +620,23 @@ fn ring_loop(
             store_kernel(live, &ring.kernel_stats()?);
             last_stats = Instant::now();
         }
-        let Some(block) = ring.acquire_block(poll)? else {
+        let mut batch = spare
+            .take()
+            .or_else(|| empties.try_recv().ok())
+            .unwrap_or_default();
+        let mut skipped = 0u64;
+        // The block goes back to the kernel before the batch is queued: the
+        // kernel can refill it while the batch waits.
+        let got = ring.read_block(poll, |p| {
+            if cfg.count.is_some_and(|c| taken >= c) {
+                skipped += 1;
+                return;
+            }
+            taken += 1;
+            batch.push(p);
+        })?;
+        if !got {
+            spare = Some(batch);
             if cfg.heartbeat.is_some_and(|h| last_handover.elapsed() >= h) {
                 last_handover = Instant::now();
                 let batch = spare
@@ -444,23 +646,7 @@ fn ring_loop(
                 send_heartbeat(&handoff, batch, cfg.heartbeat_lag);
             }
             continue;
-        };
-        let mut batch = spare
-            .take()
-            .or_else(|| empties.try_recv().ok())
-            .unwrap_or_default();
-        let mut skipped = 0u64;
-        for p in block.packets() {
-            if cfg.count.is_some_and(|c| taken >= c) {
-                skipped += 1;
-                continue;
-            }
-            taken += 1;
-            batch.push(&p);
         }
-        // Give the block back before the queue: the kernel can refill it
-        // while the batch waits.
-        drop(block);
         if !batch.is_empty() {
             last_handover = Instant::now();
         }
@@ -539,6 +725,33 @@ mod tests {
         b
     }
 
+    /// A consumer that stalls at the start of each batch of three packets
+    /// (the batches of the test are of 3 packets, or 1) until released.
+    struct Stall<'c> {
+        took: mpsc::Sender<u32>,
+        release: mpsc::Receiver<()>,
+        consumed: &'c mut u64,
+        left: u32,
+    }
+
+    impl Consumer<LaneSource<'_>> for Stall<'_> {
+        fn consume(&mut self, item: LaneItem<'_>) -> crate::Result<crate::run::Flow> {
+            if let LaneItem::Frame(f) = item {
+                if self.left == 0 {
+                    // A new batch: 1000-byte packets come three to a batch.
+                    let n = if f.data.len() == 1000 { 3 } else { 1 };
+                    self.left = n;
+                    let _ = self.took.send(n);
+                    // A closed release channel releases everything.
+                    let _ = self.release.recv();
+                }
+                self.left -= 1;
+                *self.consumed += 1;
+            }
+            Ok(crate::run::Flow::Continue)
+        }
+    }
+
     fn assert_accounting(live: &LiveStats) {
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         assert_eq!(
@@ -566,19 +779,26 @@ mod tests {
         std::thread::scope(|s| {
             let (in_flight, failed, consumed) = (&in_flight, &failed, &mut consumed);
             let consumer = s.spawn(move || {
-                consumer_loop(
+                let mut source = LaneSource {
                     rx,
-                    back_tx,
+                    back: back_tx,
                     in_flight,
-                    |b: &Batch| {
-                        let _ = took_tx.send(b.len());
-                        // A closed release channel releases everything.
-                        let _ = release_rx.recv();
-                        *consumed += u64::from(b.len());
-                        Ok(())
-                    },
                     failed,
-                )
+                    link_type: LinkType::Ethernet,
+                    current: None,
+                    at: 0,
+                    taken: 0,
+                };
+                // The writer tells when it starts on a batch (its first
+                // packet), then stalls until released.
+                let mut stall = Stall {
+                    took: took_tx,
+                    release: release_rx,
+                    consumed,
+                    left: 0,
+                };
+                let never = AtomicBool::new(false);
+                run(&mut source, &mut stall, Control::new(&never))
             });
             let handoff = Handoff {
                 tx,
@@ -614,7 +834,8 @@ mod tests {
             // Release the writer and close the queue: everything queued is consumed.
             drop(release_tx);
             drop(handoff);
-            assert!(consumer.join().unwrap().is_ok());
+            let report = consumer.join().unwrap();
+            assert!(report.output_error.is_none() && report.read_error.is_none());
         });
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         assert_eq!(n(&live.received), 3 * 6 + 1 + 1 + 2);
@@ -663,5 +884,179 @@ mod tests {
         assert_eq!(live.dropped_queue.load(Ordering::Relaxed), 3);
         assert_accounting(&live);
         assert_eq!(in_flight.batches.load(Ordering::Relaxed), 0);
+    }
+
+    /// A ring that is not a ring: scripted blocks of packets, with the
+    /// kernel's counters kept as a kernel would (every packet offered is
+    /// counted; the ones of a block the "kernel" drops count as drops).
+    struct ScriptedRing {
+        /// Per block: (packets, dropped by the kernel instead of delivered).
+        blocks: std::collections::VecDeque<(u32, bool)>,
+        frame: Vec<u8>,
+        next_ts: u64,
+        kernel: KernelStats,
+        stopped: bool,
+        /// Time between blocks, as traffic arriving.
+        pace: Duration,
+    }
+
+    impl ScriptedRing {
+        fn new(blocks: &[(u32, bool)]) -> ScriptedRing {
+            ScriptedRing {
+                blocks: blocks.iter().copied().collect(),
+                frame: vec![0x11; 200],
+                next_ts: 1,
+                kernel: KernelStats::default(),
+                stopped: false,
+                pace: Duration::ZERO,
+            }
+        }
+    }
+
+    impl Ring for ScriptedRing {
+        fn link_type(&self) -> LinkType {
+            LinkType::Ethernet
+        }
+
+        fn read_block<F: FnMut(&RingPacket<'_>)>(
+            &mut self,
+            _timeout: Duration,
+            mut each: F,
+        ) -> io::Result<bool> {
+            std::thread::sleep(self.pace);
+            let Some((n, dropped)) = self.blocks.pop_front() else {
+                std::thread::sleep(Duration::from_millis(1));
+                return Ok(false);
+            };
+            self.kernel.packets += u64::from(n);
+            if dropped {
+                self.kernel.drops += u64::from(n);
+                return Ok(false);
+            }
+            for _ in 0..n {
+                let ts_ns = self.next_ts;
+                self.next_ts += 1;
+                each(&RingPacket {
+                    ts_ns,
+                    orig_len: self.frame.len() as u32,
+                    data: &self.frame,
+                    vlan: None,
+                });
+            }
+            Ok(true)
+        }
+
+        fn stop_receiving(&mut self) -> io::Result<()> {
+            self.stopped = true;
+            Ok(())
+        }
+
+        fn kernel_stats(&mut self) -> io::Result<KernelStats> {
+            Ok(self.kernel)
+        }
+    }
+
+    /// Counts what it is given, slowly: a writer that falls behind.
+    #[derive(Default)]
+    struct SlowCounter {
+        packets: u64,
+        last_ts: u64,
+        in_order: bool,
+        batch_ends: u64,
+    }
+
+    impl Consumer<LaneSource<'_>> for SlowCounter {
+        fn consume(&mut self, item: LaneItem<'_>) -> crate::Result<crate::run::Flow> {
+            match item {
+                LaneItem::Frame(f) => {
+                    if self.packets == 0 {
+                        self.in_order = true;
+                    }
+                    self.in_order &= f.ts_ns > self.last_ts;
+                    self.last_ts = f.ts_ns;
+                    self.packets += 1;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                LaneItem::BatchEnd { .. } => self.batch_ends += 1,
+            }
+            Ok(crate::run::Flow::Continue)
+        }
+    }
+
+    #[test]
+    fn a_lane_accounts_for_every_packet_of_a_source_that_is_not_a_ring() {
+        // 60 blocks of 50 packets; every tenth block dropped by the "kernel";
+        // a writer queue of 4 blocks' bytes and a slow writer, so kansoku
+        // drops too; and `count` stops the lane before the last blocks.
+        let blocks: Vec<(u32, bool)> = (0..60).map(|i| (50, i % 10 == 9)).collect();
+        let mut ring = ScriptedRing::new(&blocks);
+        let per_block = 50 * (200 + RECORD_HEADER);
+        let cfg = PipelineConfig {
+            count: Some(2000),
+            queue_bytes: 4 * per_block,
+            drain: Duration::from_millis(30),
+            ..PipelineConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let live = LiveStats::default();
+        let mut consumer = SlowCounter::default();
+        let (stats, report) = run_lane(&mut ring, &cfg, &stop, &live, &mut consumer);
+        assert!(report.output_error.is_none() && report.read_error.is_none());
+        assert!(ring.stopped, "the ring is told to stop receiving");
+        // What the kernel saw = taken from the ring + dropped by the kernel.
+        assert_eq!(stats.kernel.packets, stats.received + stats.kernel.drops);
+        // Taken = handed to the consumer + dropped by kansoku + past -c.
+        assert_eq!(
+            stats.received,
+            stats.delivered + stats.dropped_queue + stats.skipped
+        );
+        assert!(
+            stats.kernel.drops > 0 && stats.dropped_queue > 0,
+            "{stats:?}"
+        );
+        assert_eq!(stats.delivered + stats.dropped_queue, 2000, "{stats:?}");
+        assert!(stats.skipped > 0, "{stats:?}");
+        // The consumer got every packet delivered, each once, in order.
+        assert_eq!(consumer.packets, stats.delivered);
+        assert!(consumer.in_order);
+        assert!(consumer.batch_ends > 0);
+    }
+
+    #[test]
+    fn a_failing_consumer_stops_the_lane_and_its_packets_count_as_dropped() {
+        struct Fails(u64);
+        impl Consumer<LaneSource<'_>> for Fails {
+            fn consume(&mut self, item: LaneItem<'_>) -> crate::Result<crate::run::Flow> {
+                if let LaneItem::Frame(_) = item {
+                    self.0 += 1;
+                    if self.0 == 120 {
+                        let full = io::Error::from_raw_os_error(28);
+                        return Err(Error::output("out.pcap", &full));
+                    }
+                }
+                Ok(crate::run::Flow::Continue)
+            }
+        }
+        let blocks: Vec<(u32, bool)> = (0..40).map(|_| (50, false)).collect();
+        let mut ring = ScriptedRing::new(&blocks);
+        ring.pace = Duration::from_millis(2);
+        let cfg = PipelineConfig {
+            drain: Duration::from_millis(10),
+            ..PipelineConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let live = LiveStats::default();
+        let mut consumer = Fails(0);
+        let (stats, report) = run_lane(&mut ring, &cfg, &stop, &live, &mut consumer);
+        assert_eq!(report.exit_code(), crate::ExitCode::Output);
+        assert_eq!(
+            stats.received,
+            stats.delivered + stats.dropped_queue + stats.skipped
+        );
+        assert_eq!(stats.kernel.packets, stats.received + stats.kernel.drops);
+        // The lane stopped long before the script's 2000 packets were
+        // taken, and what the consumer never took is counted as dropped.
+        assert!(stats.received < 2000, "{stats:?}");
+        assert_eq!(stats.delivered, consumer.0, "{stats:?}");
     }
 }

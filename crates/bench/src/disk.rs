@@ -1,6 +1,7 @@
-//! Sequential write throughput of a directory's file system, as paper 003
-//! measured its capture disk with `dd` (Table 5: 1024 writes of 1 MB, and
-//! one write of 1 GB or 2 GB).
+//! `kansoku bench disk`: sequential write throughput of a directory's file
+//! system, as paper 003 measured its capture disk with `dd` (Table 5: 1024
+//! writes of 1 MB, and one write of 1 GB or 2 GB), and the compressor speed
+//! paper 000's condition `T_c > T_d / (1 - r)` asks for at that `T_d`.
 //!
 //! Each mode writes the same pseudo-random bytes (so a compressing file system
 //! cannot flatter the figure) to a fresh file in the directory, times it, and
@@ -8,7 +9,8 @@
 //! writer (the page cache absorbs it until dirty limits bite); modes with fsync
 //! include getting the bytes to the device, which is the sustained rate `T_d`
 //! of paper 000's condition. Between runs the file is synced untimed, so one
-//! run's dirty pages are not written back during the next one's timing.
+//! run's dirty pages are not written back during the next one's timing. The
+//! table carries a baseline from the same run: memcpy of the same bytes.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -17,12 +19,19 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use super::{mb_per_s, median};
+use pipeline::{display_path, Error, Report, Result};
+use serde_json::{json, Value};
+
+use crate::args::BenchDiskArgs;
+use crate::stats::{compressor_needed, mb_per_s, median};
+use crate::table::{self, Align};
 
 /// Bytes per `write()` call in the 1 MiB modes, as `dd bs=1M`.
 pub const WRITE_SIZE: usize = 1 << 20;
 /// Alignment O_DIRECT asks of buffers and offsets on common file systems.
 const DIRECT_ALIGN: usize = 4096;
+/// Compression ratios for which the needed compressor speed is printed.
+const PAPER_RATIOS: [f64; 3] = [0.2, 0.5, 0.9];
 
 /// How the file is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,7 +176,7 @@ fn run_once(mode: DiskMode, data: &[u8], path: &Path) -> io::Result<f64> {
 /// unsupported; any other I/O error ends the benchmark. `stop` is polled
 /// between runs; once set, the benchmark ends with `ErrorKind::Interrupted`
 /// (the test file of the current run is removed either way).
-pub fn run(cfg: &DiskConfig, stop: &AtomicBool) -> io::Result<DiskReport> {
+pub fn measure(cfg: &DiskConfig, stop: &AtomicBool) -> io::Result<DiskReport> {
     let (buf, off) = aligned_buffer(cfg.size)?;
     let data = &buf[off..off + cfg.size];
     let runs = cfg.runs.max(1);
@@ -225,6 +234,151 @@ pub fn run(cfg: &DiskConfig, stop: &AtomicBool) -> io::Result<DiskReport> {
     })
 }
 
+/// `kansoku bench disk`: measures, then prints the tables (or JSON) to `out`.
+pub fn run(args: &BenchDiskArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
+    let meta = fs::metadata(&args.dir).map_err(|e| Error::file(&args.dir, e))?;
+    if !meta.is_dir() {
+        return Err(Error::file(
+            &args.dir,
+            "not a directory (expected --dir DIR)",
+        ));
+    }
+    let cfg = DiskConfig {
+        dir: args.dir.clone(),
+        size: usize::try_from(args.size << 20)
+            .map_err(|_| Error::usage(format!("--size {} MiB is too large here", args.size)))?,
+        runs: args.runs as usize,
+    };
+    let rep = match measure(&cfg, stop) {
+        Ok(rep) => rep,
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+            return Ok(Report {
+                problems: vec!["bench disk: interrupted".to_string()],
+                ..Report::default()
+            })
+        }
+        Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
+            return Err(Error::usage(format!("--size {} MiB: {e}", args.size)))
+        }
+        Err(e) => return Err(Error::output(display_path(&args.dir), &e)),
+    };
+    if args.json {
+        print_json(out, args, &rep)?;
+    } else {
+        print_tables(out, args, &rep)?;
+    }
+    Ok(Report::default())
+}
+
+fn print_json(out: &mut dyn Write, args: &BenchDiskArgs, rep: &DiskReport) -> io::Result<()> {
+    let needed = |td: f64| -> Value {
+        let mut m = serde_json::Map::new();
+        for r in PAPER_RATIOS {
+            m.insert(format!("{r}"), json!(compressor_needed(td, r)));
+        }
+        Value::Object(m)
+    };
+    let modes: Vec<Value> = rep
+        .modes
+        .iter()
+        .map(|m| {
+            json!({
+                "mode": m.mode.name(),
+                "mb_per_s": m.unsupported.is_none().then_some(m.median),
+                "runs_mb_per_s": m.runs,
+                "vs_memcpy": m.unsupported.is_none().then(|| m.median / rep.memcpy),
+                "unsupported": m.unsupported,
+                "tc_needed_mb_per_s": m.unsupported.is_none().then(|| needed(m.median)),
+            })
+        })
+        .collect();
+    let v = json!({
+        "dir": display_path(&args.dir),
+        "size_mib": args.size,
+        "runs": args.runs,
+        "mb": "10^6 bytes",
+        "memcpy_mb_per_s": rep.memcpy,
+        "modes": modes,
+    });
+    writeln!(out, "{v}")
+}
+
+fn print_tables(out: &mut dyn Write, args: &BenchDiskArgs, rep: &DiskReport) -> io::Result<()> {
+    writeln!(
+        out,
+        "# kansoku bench disk: {}, {} MiB per run, median of {} run(s); MB = 10^6 bytes",
+        display_path(&args.dir),
+        args.size,
+        args.runs
+    )?;
+    writeln!(out)?;
+    table::header(
+        out,
+        &[
+            ("mode", Align::Left),
+            ("MB/s", Align::Right),
+            ("runs (MB/s)", Align::Left),
+            ("vs memcpy", Align::Right),
+        ],
+    )?;
+    table::row(
+        out,
+        &[
+            "memcpy, 1 MiB at a time (baseline)".to_string(),
+            format!("{:.1}", rep.memcpy),
+            String::new(),
+            "1.000".to_string(),
+        ],
+    )?;
+    for m in &rep.modes {
+        match &m.unsupported {
+            Some(why) => table::row(out, &[m.mode.name(), "-", why.as_str(), "-"])?,
+            None => {
+                let runs: Vec<String> = m.runs.iter().map(|r| format!("{r:.1}")).collect();
+                table::row(
+                    out,
+                    &[
+                        m.mode.name().to_string(),
+                        format!("{:.1}", m.median),
+                        runs.join(" "),
+                        format!("{:.3}", m.median / rep.memcpy),
+                    ],
+                )?;
+            }
+        }
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "# Paper 000 eq. (2): compressing before writing pays when T_c > T_d / (1 - r);"
+    )?;
+    writeln!(
+        out,
+        "# T_c needed for each measured T_d (the +fsync modes are the sustained disk rate)."
+    )?;
+    writeln!(out)?;
+    table::header(
+        out,
+        &[
+            ("T_d from", Align::Left),
+            ("T_d MB/s", Align::Right),
+            ("T_c at r=0.2", Align::Right),
+            ("T_c at r=0.5", Align::Right),
+            ("T_c at r=0.9", Align::Right),
+        ],
+    )?;
+    for m in rep.modes.iter().filter(|m| m.unsupported.is_none()) {
+        let mut cells = vec![m.mode.name().to_string(), format!("{:.1}", m.median)];
+        cells.extend(
+            PAPER_RATIOS
+                .iter()
+                .map(|&r| format!("{:.1}", compressor_needed(m.median, r).unwrap_or(f64::NAN))),
+        );
+        table::row(out, &cells)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,7 +398,7 @@ mod tests {
             size: 2 << 20,
             runs: 1,
         };
-        let rep = run(&cfg, &AtomicBool::new(false)).unwrap();
+        let rep = measure(&cfg, &AtomicBool::new(false)).unwrap();
         assert_eq!(rep.modes.len(), DiskMode::ALL.len());
         for m in &rep.modes {
             if m.unsupported.is_none() {
@@ -253,7 +407,62 @@ mod tests {
         }
         assert!(rep.memcpy > 0.0);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
-        let stopped = run(&cfg, &AtomicBool::new(true)).unwrap_err();
+        let stopped = measure(&cfg, &AtomicBool::new(true)).unwrap_err();
         assert_eq!(stopped.kind(), io::ErrorKind::Interrupted);
+    }
+
+    fn args(dir: &Path, json: bool) -> BenchDiskArgs {
+        BenchDiskArgs {
+            dir: dir.to_path_buf(),
+            size: 1,
+            runs: 1,
+            json,
+        }
+    }
+
+    #[test]
+    fn prints_the_tables_and_the_paper_condition() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut out = Vec::new();
+        let r = run(&args(dir.path(), false), &AtomicBool::new(false), &mut out).unwrap();
+        assert_eq!(r.exit_code(), pipeline::ExitCode::Ok);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("| mode | MB/s | runs (MB/s) | vs memcpy |\n|---|---:|---|---:|\n| memcpy, 1 MiB at a time (baseline) | "), "{text}");
+        assert!(text.contains(" | | 1.000 |\n"), "{text}");
+        assert!(text.contains("T_c > T_d / (1 - r)"), "{text}");
+        assert!(text.contains("| T_d from | T_d MB/s | T_c at r=0.2 | T_c at r=0.5 | T_c at r=0.9 |\n|---|---:|---:|---:|---:|\n"), "{text}");
+        assert!(text.contains("| 1MiB-writes+fsync |"), "{text}");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn json_has_the_paper_condition_per_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut out = Vec::new();
+        run(&args(dir.path(), true), &AtomicBool::new(false), &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert!(v["memcpy_mb_per_s"].as_f64().unwrap() > 0.0);
+        let m = &v["modes"][1];
+        assert_eq!(m["mode"], "1MiB-writes+fsync");
+        let td = m["mb_per_s"].as_f64().unwrap();
+        let tc = m["tc_needed_mb_per_s"]["0.5"].as_f64().unwrap();
+        assert!((tc - 2.0 * td).abs() < 1e-6 * td);
+    }
+
+    #[test]
+    fn a_missing_directory_is_an_input_error_and_a_stop_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let e = run(
+            &args(&missing, false),
+            &AtomicBool::new(false),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert_eq!(e.exit_code(), pipeline::ExitCode::Usage);
+        let mut out = Vec::new();
+        let r = run(&args(dir.path(), false), &AtomicBool::new(true), &mut out).unwrap();
+        assert_eq!(r.exit_code(), pipeline::ExitCode::Problems);
+        assert!(out.is_empty());
     }
 }

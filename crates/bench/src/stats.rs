@@ -1,11 +1,6 @@
-//! Measurement code behind `kansoku bench disk` and `kansoku bench compress`.
-//!
-//! These functions measure and return numbers; printing is left to
-//! `cmd_bench`. Throughputs are in MB/s with MB = 10^6 bytes, the unit of
-//! `dd` and of the papers (003 Table 5, 000 Fig. 4).
-
-pub mod compress;
-pub mod disk;
+//! The arithmetic every bench shares. Throughputs are in MB/s with
+//! MB = 10^6 bytes, the unit of `dd` and of the papers (003 Table 5,
+//! 000 Fig. 4).
 
 /// The median of `v` (the mean of the middle two for an even count); 0 for none.
 pub fn median(v: &[f64]) -> f64 {
@@ -47,6 +42,12 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn mb_per_s_is_in_units_of_a_million_bytes() {
+        assert_eq!(mb_per_s(3_000_000, 2.0), 1.5);
+        assert_eq!(mb_per_s(1, 0.0), 0.0);
     }
 
     #[test]

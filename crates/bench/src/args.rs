@@ -1,0 +1,214 @@
+//! The arguments of `kansoku bench`: clap structs the CLI embeds as its
+//! `bench` subcommand (`Command::Bench(bench::BenchArgs)`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use trace::Codec;
+
+/// `kansoku bench`: benchmarks that compare against a baseline measured in the same run.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Filter engines: ns/packet, Mpps, build time, memory; the paper's α, T_O and T_P (Tables 2 and 3).
+    Filter(BenchFilterArgs),
+    /// Sequential write throughput with and without fsync (paper 003 Table 5), and the T_c paper 000 needs.
+    Disk(BenchDiskArgs),
+    /// Compression throughput and ratio per codec and block size (paper 000 Fig. 4 and Table 1).
+    Compress(BenchCompressArgs),
+    /// Capture rate vs offered load per writer configuration in a namespace of its own (papers 000 §5 and 003).
+    Capture(BenchCaptureArgs),
+    /// The capture side of `bench capture`, run by it inside its namespace: a ring into a trace
+    /// file, optionally one write per packet and behind an emulated slow disk, until SIGINT.
+    #[command(hide = true)]
+    CaptureWorker(CaptureWorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchFilterArgs {
+    /// Rule files (repeat); each is paired with the --trace of the same position, or with the only one.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub rules: Vec<PathBuf>,
+    /// Header traces (ClassBench format, plain or zstd) or packet traces (pcap/pcapng).
+    #[arg(long, value_name = "FILE", required = true)]
+    pub trace: Vec<PathBuf>,
+    /// Rule-set sizes for the paper's model fit: the first N rules of the first rule file, against its trace.
+    #[arg(long, value_delimiter = ',', default_value = "2,9,18,35,71")]
+    pub paper_sizes: Vec<usize>,
+    /// Use only the first COUNT headers of each trace.
+    #[arg(short = 'c', long = "packets", value_name = "COUNT")]
+    pub packets: Option<u64>,
+    /// Time the fast engine for at least this many seconds per pair (repeating the trace).
+    #[arg(long, default_value_t = 1.0)]
+    pub min_seconds: f64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kansoku bench disk`: sequential write throughput of a directory's file system.
+#[derive(Debug, Args)]
+pub struct BenchDiskArgs {
+    /// Directory to write the test files in (they are removed afterwards).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// MiB written per run.
+    #[arg(long, value_name = "MiB", default_value_t = 512,
+          value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub size: u64,
+    /// Runs per mode; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub runs: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kansoku bench compress`: throughput and ratio per traffic kind, codec and block size.
+#[derive(Debug, Args)]
+pub struct BenchCompressArgs {
+    /// Also measure this trace's packets (pcap or pcapng, plain or compressed), up to --mb of them.
+    #[arg(short = 'r', value_name = "FILE")]
+    pub read: Option<PathBuf>,
+    /// Codecs to measure.
+    #[arg(long, value_delimiter = ',', default_value = "lz4,zstd,gzip")]
+    pub codecs: Vec<String>,
+    /// Block (compression buffer) sizes in KiB; a per-packet row is added for lz4 and gzip.
+    #[arg(long, value_delimiter = ',', default_value = "4,8,16,32,64,128",
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub block_sizes: Vec<u64>,
+    /// MB of pcap per traffic kind.
+    #[arg(long, value_name = "MB", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub mb: u64,
+    /// Runs per measurement; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub runs: u64,
+    /// Repeat the sample within a run until this many seconds have passed.
+    #[arg(long, default_value_t = 0.2)]
+    pub min_seconds: f64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Payload bytes of the generated frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Payload {
+    /// One byte value repeated (compressible).
+    Fixed,
+    /// Random bytes (incompressible).
+    Random,
+    /// The paper's 418-byte UDP worm packet (sets its own size).
+    Worm,
+}
+
+impl Payload {
+    /// The name `kansoku generate --payload` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Payload::Fixed => "fixed",
+            Payload::Random => "random",
+            Payload::Worm => "worm",
+        }
+    }
+}
+
+/// `kansoku bench capture`: capture rate vs offered load, per writer configuration.
+#[derive(Debug, Args)]
+pub struct BenchCaptureArgs {
+    /// Offered loads, packets per second.
+    #[arg(long, value_delimiter = ',', default_value = "10000,20000,40000,80000")]
+    pub loads: Vec<f64>,
+    /// Packets sent per configuration and load.
+    #[arg(short = 'c', long, default_value_t = 50_000)]
+    pub packets: u64,
+    /// Frame size on the wire, FCS included (64–1518), or worm for the paper's 418-byte UDP worm packet.
+    #[arg(long, default_value = "1518")]
+    pub size: String,
+    /// Payload bytes: one byte value repeated (compressible) or random.
+    #[arg(long, value_enum, default_value_t = Payload::Fixed)]
+    pub payload: Payload,
+    /// Configurations to compare (default all): raw-pkt, raw, lz4-pkt, lz4, gzip, zstd, tcpdump.
+    #[arg(long, value_delimiter = ',')]
+    pub configs: Vec<String>,
+    /// Emulate a disk of this many MB/s behind every writer (the papers' disk-bound regime).
+    #[arg(long, value_name = "MB/S")]
+    pub disk_mbps: Option<f64>,
+    /// Capture ring size in MiB (kansoku -B; tcpdump gets the same).
+    #[arg(short = 'B', long, value_name = "MIB", default_value_t = 8)]
+    pub buffer_mib: usize,
+    /// kansoku's writer queue in MiB of packet data (kansoku capture --queue-mib); the default, as the ring,
+    /// keeps a burst of --packets from simply vanishing into memory.
+    #[arg(long, value_name = "MIB", default_value_t = 8)]
+    pub queue_mib: usize,
+    /// Directory for the capture files (removed after each point); default: the temp directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Draw capture rate vs load to this file (.svg or .png).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The compression of a capture worker's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CodecArg {
+    Lz4,
+    Zstd,
+    Gzip,
+    None,
+}
+
+impl CodecArg {
+    pub fn codec(self) -> Codec {
+        match self {
+            CodecArg::Lz4 => Codec::Lz4,
+            CodecArg::Zstd => Codec::Zstd,
+            CodecArg::Gzip => Codec::Gzip,
+            CodecArg::None => Codec::None,
+        }
+    }
+}
+
+/// `kansoku bench capture-worker` (hidden): what `bench capture` runs in its
+/// namespace for each kansoku configuration. It says `listening on` on
+/// standard error once the ring is open, captures until SIGINT, and prints
+/// `written`, `kernel_drops` and `dropped_kansoku` (JSON with --json).
+#[derive(Debug, Args)]
+pub struct CaptureWorkerArgs {
+    /// Interface to capture on.
+    #[arg(short = 'i', value_name = "IFACE")]
+    pub interface: String,
+    /// The trace file to write (pcap, no seek index).
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: PathBuf,
+    /// Compression of the file.
+    #[arg(long = "compress", value_enum, default_value_t = CodecArg::Lz4)]
+    pub compress: CodecArg,
+    /// Write (and compress) each packet on its own, one write() per packet, as libpcap's pcap_dump.
+    #[arg(long)]
+    pub per_packet: bool,
+    /// Emulate a disk that writes this many MB/s (10^6 bytes), sleeping after each write.
+    #[arg(long, value_name = "MB/S")]
+    pub disk_mbps: Option<f64>,
+    /// Stop after this many packets.
+    #[arg(short = 'c', value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Ring buffer size in MiB.
+    #[arg(short = 'B', value_name = "MIB", default_value_t = 8)]
+    pub buffer_mib: usize,
+    /// MiB of packet data the writer's queue holds before packets are dropped (and counted).
+    #[arg(long, value_name = "MIB", default_value_t = 8)]
+    pub queue_mib: usize,
+    /// Print the final counters as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

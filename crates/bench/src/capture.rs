@@ -1,0 +1,757 @@
+//! `kansoku bench capture`: the capture-loss experiment of papers 000 (§5,
+//! capture rate vs load for libpcap with per-packet and block compression)
+//! and 003 (drops vs offered load), self-contained.
+//!
+//! The bench makes a network namespace of its own with a veth pair in it
+//! ([`Netns`]), and for every configuration and offered load runs this very
+//! binary twice inside it: `kansoku bench capture-worker` on one end (or
+//! tcpdump, [`crate::peers`]), then `kansoku generate` on the other end
+//! sending `--packets` frames at the load. When the generator is done the
+//! capture is stopped with SIGINT, which drains the ring and the writer's
+//! queue, and the capture rate is what it wrote over what was sent. The
+//! namespace (and with it the veth pair) and the capture files are removed
+//! afterwards, also when the bench is stopped with Ctrl-C (then the sweep
+//! is incomplete, which the report counts as a problem: exit code 1).
+//!
+//! `--disk-mbps` emulates a disk of that throughput behind every writer
+//! ([`crate::slow_disk::SlowDisk`]: writes are serviced one after another
+//! at that rate, no cache), so that a fast machine shows the papers'
+//! disk-bound regime. For tcpdump the bench reads `tcpdump -w -` from a
+//! pipe through the same emulated disk into the file: tcpdump then blocks
+//! in `write` exactly as it would on a slow disk (the pipe's 64 KiB play
+//! the page cache).
+//!
+//! A point is loss-free when everything sent was written; the maximum
+//! loss-free load of a configuration is the highest load at which it and
+//! every lower load lost nothing. With a finite burst of `--packets`
+//! frames, buffers (the ring, the writer's queue) hide a slow disk for a
+//! while: loss starts when the backlog outgrows them, as in the papers. The
+//! queue is sized in bytes (`--queue-mib`, by default as large as the ring),
+//! so it hides the same amount of traffic at every load.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use pipeline::{display_path, Error, Report, Result};
+use plotters::prelude::SeriesLabelPosition;
+use serde::Serialize;
+use trace::Codec;
+
+use crate::args::{BenchCaptureArgs, Payload};
+use crate::netns::Netns;
+use crate::peers::{self, json_u64, must, parse_json, Peer};
+use crate::plot::{ImageKind, LineChart, Series};
+
+/// How long a capture may take to bind its ring and say it listens.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// After the generator is done: time for the last ring block to retire
+/// (kansoku's ring hands a block over after 10 ms at the latest) and for
+/// frames still in the veth to arrive.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// The same for tcpdump: libpcap retires a TPACKET_V3 block only after the
+/// read timeout, which tcpdump sets to 1000 ms; stopped before that, it
+/// would neither write nor count the last block's packets.
+const SETTLE_TCPDUMP: Duration = Duration::from_millis(1500);
+
+/// One configuration compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Config {
+    name: &'static str,
+    description: &'static str,
+    /// The capture worker's codec; `None` for tcpdump.
+    compress: Option<Codec>,
+    per_packet: bool,
+}
+
+/// The configurations, in the order they are run and shown. The first,
+/// libpcap's pattern, is the baseline the others are compared with.
+const CONFIGS: [Config; 7] = [
+    Config {
+        name: "raw-pkt",
+        description: "uncompressed, one write per packet (as pcap_dump)",
+        compress: Some(Codec::None),
+        per_packet: true,
+    },
+    Config {
+        name: "raw",
+        description: "uncompressed, 32 KiB blocks",
+        compress: Some(Codec::None),
+        per_packet: false,
+    },
+    Config {
+        name: "lz4-pkt",
+        description: "lz4, each packet compressed and written alone",
+        compress: Some(Codec::Lz4),
+        per_packet: true,
+    },
+    Config {
+        name: "lz4",
+        description: "lz4, 32 KiB blocks",
+        compress: Some(Codec::Lz4),
+        per_packet: false,
+    },
+    Config {
+        name: "gzip",
+        description: "gzip level 1, 32 KiB blocks",
+        compress: Some(Codec::Gzip),
+        per_packet: false,
+    },
+    Config {
+        name: "zstd",
+        description: "zstd level 1, 32 KiB blocks",
+        compress: Some(Codec::Zstd),
+        per_packet: false,
+    },
+    Config {
+        name: "tcpdump",
+        description: "tcpdump -w (libpcap), when installed",
+        compress: None,
+        per_packet: true,
+    },
+];
+
+/// One configuration at one offered load.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    /// Offered load asked of the generator, packets per second.
+    pub load_pps: f64,
+    /// Load the generator achieved.
+    pub sent_pps: f64,
+    pub sent: u64,
+    /// Packets in the file.
+    pub written: u64,
+    /// Packets the kernel dropped (ring full).
+    pub kernel_drops: u64,
+    /// Packets the capture dropped itself (writer queue full); tcpdump has none.
+    pub dropped_writer: u64,
+    /// Captured frames beyond those sent (stray traffic on the veth).
+    pub extra: u64,
+    /// Saved over sent, in [0, 1].
+    pub capture_rate: f64,
+    /// Bytes of the file.
+    pub file_bytes: u64,
+    /// CPU time (user + system, all threads) the capture process used from
+    /// its start to its exit, in seconds (getrusage of the ended child);
+    /// `None` where it could not be read.
+    pub cpu_s: Option<f64>,
+    /// That CPU time per packet written, in microseconds.
+    pub cpu_us_per_packet: Option<f64>,
+}
+
+impl Point {
+    fn loss_free(&self) -> bool {
+        self.written >= self.sent && self.kernel_drops == 0 && self.dropped_writer == 0
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct ConfigResult {
+    config: &'static str,
+    description: &'static str,
+    points: Vec<Point>,
+    /// Highest load at which this and every lower load lost nothing.
+    max_loss_free_pps: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Results<'a> {
+    size: &'a str,
+    payload: &'static str,
+    packets_per_point: u64,
+    disk_mbps: Option<f64>,
+    ring_mib: usize,
+    /// kansoku's writer queue, MiB of packet data.
+    queue_mib: usize,
+    /// The configuration the others are compared with.
+    baseline: &'static str,
+    configs: Vec<ConfigResult>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
+}
+
+/// `kansoku bench capture`: the sweep, then its table (or JSON) to `out`
+/// and the plot to `-o`. A sweep cut short by `stop` is reported as far as
+/// it went, and is a problem in the returned report.
+pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
+    let configs = select_configs(&args.configs)?;
+    let mut loads = args.loads.clone();
+    if loads.is_empty() || loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
+        return Err(Error::usage(
+            "--loads must be positive packet rates (expected e.g. 10000,20000)",
+        ));
+    }
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    if args.packets == 0 {
+        return Err(Error::usage("--packets must be at least 1"));
+    }
+    if let Some(m) = args.disk_mbps {
+        crate::slow_disk::check_mbps(m)?;
+    }
+    let (size, payload) = frame_args(&args.size, args.payload)?;
+    if let Some(plot) = &args.plot {
+        ImageKind::of(plot)?;
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::input(format!("own binary: {e}")))?;
+    let mut notes = Vec::new();
+    let tcpdump = peers::which("tcpdump");
+    let configs: Vec<Config> = configs
+        .into_iter()
+        .filter(|c| {
+            if c.compress.is_none() && tcpdump.is_none() {
+                notes.push("tcpdump is not installed: its row is left out".to_string());
+                return false;
+            }
+            true
+        })
+        .collect();
+
+    let work = WorkDir::create(args.dir.as_deref())?;
+    let ns = Netns::create()?;
+    let mut results: Vec<ConfigResult> = configs
+        .iter()
+        .map(|c| ConfigResult {
+            config: c.name,
+            description: c.description,
+            points: Vec::new(),
+            max_loss_free_pps: None,
+        })
+        .collect();
+    let env = PointEnv {
+        exe: &exe,
+        ns: &ns,
+        dir: &work.path,
+        args,
+        size: &size,
+        payload,
+        tcpdump: tcpdump.as_deref(),
+    };
+    'sweep: for (c, result) in configs.iter().zip(&mut results) {
+        for &load in &loads {
+            if stop.load(Ordering::Relaxed) {
+                break 'sweep;
+            }
+            let p = run_point(&env, c, load)?;
+            eprintln!(
+                "kansoku: {:<8} {:>9.0} pps offered, {:>9.0} sent: {} of {} written ({:.4}), {} kernel drops, {} writer drops",
+                c.name, load, p.sent_pps, p.written, p.sent, p.capture_rate, p.kernel_drops, p.dropped_writer
+            );
+            result.points.push(p);
+        }
+    }
+    // Also for a configuration whose sweep a stop cut short.
+    for r in &mut results {
+        r.max_loss_free_pps = max_loss_free(&r.points);
+    }
+    drop(ns);
+    drop(work);
+    let mut report = Report::default();
+    if stop.load(Ordering::Relaxed) {
+        notes.push("stopped early (interrupted): the sweep is incomplete".to_string());
+        report
+            .problems
+            .push("bench capture: interrupted; the sweep is incomplete".to_string());
+    }
+    let results = Results {
+        size: &args.size,
+        payload: if args.size == "worm" {
+            "worm"
+        } else {
+            args.payload.name()
+        },
+        packets_per_point: args.packets,
+        disk_mbps: args.disk_mbps,
+        ring_mib: args.buffer_mib,
+        queue_mib: args.queue_mib,
+        baseline: CONFIGS[0].name,
+        configs: results,
+        notes,
+    };
+    if let Some(plot) = &args.plot {
+        chart(&results).draw_file(plot)?;
+    }
+    if args.json {
+        serde_json::to_writer(&mut *out, &results).map_err(io::Error::from)?;
+        writeln!(out)?;
+    } else {
+        write_table(out, &results, &loads)?;
+    }
+    Ok(report)
+}
+
+/// Everything a point needs besides the configuration and the load.
+struct PointEnv<'a> {
+    exe: &'a Path,
+    ns: &'a Netns,
+    dir: &'a Path,
+    args: &'a BenchCaptureArgs,
+    size: &'a Option<String>,
+    payload: &'static str,
+    tcpdump: Option<&'a Path>,
+}
+
+fn select_configs(names: &[String]) -> Result<Vec<Config>> {
+    if names.is_empty() {
+        return Ok(CONFIGS.to_vec());
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let Some(c) = CONFIGS.iter().find(|c| c.name == n.as_str()) else {
+            let known: Vec<&str> = CONFIGS.iter().map(|c| c.name).collect();
+            return Err(Error::usage(format!(
+                "--configs: unknown configuration {n:?} (expected {})",
+                known.join(", ")
+            )));
+        };
+        if !out.contains(c) {
+            out.push(*c);
+        }
+    }
+    Ok(out)
+}
+
+/// `--size` and `--payload` for the generator: `worm` is the paper's
+/// 418-byte UDP packet, which sets its own size.
+fn frame_args(size: &str, payload: Payload) -> Result<(Option<String>, &'static str)> {
+    if size == "worm" || payload == Payload::Worm {
+        return Ok((None, "worm"));
+    }
+    match size.parse::<u32>() {
+        Ok(n) if (64..=1518).contains(&n) => {}
+        _ => {
+            return Err(Error::usage(format!(
+                "--size {size:?}: expected a frame size 64..=1518 (FCS included) or worm"
+            )))
+        }
+    }
+    Ok((Some(size.to_string()), payload.name()))
+}
+
+/// The highest load such that it and every lower load were loss-free.
+fn max_loss_free(points: &[Point]) -> Option<f64> {
+    let mut sorted: Vec<&Point> = points.iter().collect();
+    sorted.sort_by(|a, b| a.load_pps.total_cmp(&b.load_pps));
+    sorted
+        .iter()
+        .take_while(|p| p.loss_free())
+        .last()
+        .map(|p| p.load_pps)
+}
+
+/// The directory the capture files go to, removed when dropped.
+struct WorkDir {
+    path: PathBuf,
+}
+
+impl WorkDir {
+    fn create(parent: Option<&Path>) -> Result<WorkDir> {
+        let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let path = parent.join(format!("kansoku-bench-capture-{}", std::process::id()));
+        std::fs::create_dir_all(&path).map_err(|e| Error::output(display_path(&path), &e))?;
+        Ok(WorkDir { path })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Starts configuration `c`'s capture into `file` and waits until it listens.
+fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
+    let a = env.args;
+    let mut peer = match (c.compress, env.tcpdump) {
+        (Some(codec), _) => {
+            let mut cmd = env.ns.command(env.exe);
+            cmd.args(["bench", "capture-worker", "-i", &env.ns.rx, "--json"])
+                .arg("-B")
+                .arg(a.buffer_mib.to_string())
+                .arg("--queue-mib")
+                .arg(a.queue_mib.to_string())
+                .args(["--compress", codec.name(), "-w"])
+                .arg(file)
+                .stdout(Stdio::piped());
+            if c.per_packet {
+                cmd.arg("--per-packet");
+            }
+            if let Some(m) = a.disk_mbps {
+                cmd.arg("--disk-mbps").arg(m.to_string());
+            }
+            Peer::spawn(cmd)?
+        }
+        (None, Some(tcpdump)) => {
+            // With an emulated disk, -w - so that the bench can put the
+            // disk behind it; without one tcpdump writes its file itself,
+            // as kansoku does, so that their CPU times compare.
+            let mut cmd = env.ns.command(tcpdump);
+            peers::tcpdump_args(
+                &mut cmd,
+                &env.ns.rx,
+                file,
+                a.disk_mbps.is_some(),
+                a.buffer_mib,
+            );
+            let mut peer = Peer::spawn(cmd)?;
+            if let Some(m) = a.disk_mbps {
+                peer.pipe_to_slow_disk(file, (m * 1e6).max(1.0) as u64);
+            }
+            peer
+        }
+        (None, None) => return Err(Error::input("tcpdump is not installed")),
+    };
+    peer = peer.wait_listening(LISTEN_TIMEOUT, c.name)?;
+    Ok(peer)
+}
+
+/// `kansoku generate`'s arguments for `--packets` frames at `load`.
+fn generate_command(env: &PointEnv, load: f64) -> Command {
+    let mut gen = env.ns.command(env.exe);
+    gen.args(["generate", "-i", &env.ns.tx, "--proto", "udp", "--json"])
+        .arg("-c")
+        .arg(env.args.packets.to_string())
+        .arg("--pps")
+        .arg(load.to_string())
+        .args(["--payload", env.payload]);
+    if let Some(size) = env.size {
+        gen.args(["--size", size]);
+    }
+    gen
+}
+
+fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
+    let file = env.dir.join(format!("{}-{load}.pcap", c.name));
+    let capture = start_capture(env, c, &file)?;
+    let sent =
+        match must(&mut generate_command(env, load)).and_then(|out| parse_json(&out, "generate")) {
+            Ok(v) => v,
+            Err(e) => {
+                capture.kill();
+                return Err(e);
+            }
+        };
+    std::thread::sleep(if c.compress.is_some() {
+        SETTLE
+    } else {
+        SETTLE_TCPDUMP
+    });
+    if let Err(e) = capture.interrupt() {
+        capture.kill();
+        return Err(e);
+    }
+    let end = capture.wait().map_err(|e| e.context(c.name))?;
+    let (written, kernel_drops, dropped_writer) = if c.compress.is_some() {
+        // Exit 1 means "drops happened", which is what is measured here.
+        if !matches!(end.status.code(), Some(0 | 1)) {
+            return Err(Error::input(format!(
+                "{}: capture failed ({}): {}",
+                c.name,
+                end.status,
+                end.stderr.trim()
+            )));
+        }
+        let s = parse_json(&end.stdout, "capture")?;
+        (
+            json_u64(&s, "written"),
+            json_u64(&s, "kernel_drops"),
+            json_u64(&s, "dropped_kansoku"),
+        )
+    } else {
+        // Without an emulated disk, tcpdump wrote the file itself.
+        if let Some(Err(e)) = end.copied {
+            return Err(Error::output(
+                format!("tcpdump: writing {}", display_path(&file)),
+                &e,
+            ));
+        }
+        let (written, drops) = peers::tcpdump_counts(&end.stderr).ok_or_else(|| {
+            Error::input(format!(
+                "tcpdump: no packet counts in its output: {}",
+                end.stderr.trim()
+            ))
+        })?;
+        (written, drops, 0)
+    };
+    let file_bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
+    let _ = std::fs::remove_file(&file);
+    let n_sent = json_u64(&sent, "packets");
+    let cpu_s = end.cpu_s;
+    Ok(Point {
+        load_pps: load,
+        sent_pps: sent["pps"].as_f64().unwrap_or(0.0),
+        sent: n_sent,
+        written,
+        kernel_drops,
+        dropped_writer,
+        extra: written.saturating_sub(n_sent),
+        capture_rate: if n_sent == 0 {
+            0.0
+        } else {
+            written.min(n_sent) as f64 / n_sent as f64
+        },
+        file_bytes,
+        cpu_s,
+        cpu_us_per_packet: cpu_s
+            .filter(|_| written > 0)
+            .map(|c| c * 1e6 / written as f64),
+    })
+}
+
+fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> {
+    writeln!(
+        o,
+        "capture rate (written/sent), {} frames, {} payload, {} packets per point, ring {} MiB, queue {} MiB, {}",
+        r.size,
+        r.payload,
+        r.packets_per_point,
+        r.ring_mib,
+        r.queue_mib,
+        match r.disk_mbps {
+            Some(m) => format!("emulated disk {m} MB/s"),
+            None => "no disk limit".to_string(),
+        }
+    )?;
+    write!(o, "{:<9}", "pps")?;
+    for l in loads {
+        write!(o, " {l:>8.0}")?;
+    }
+    writeln!(o, "  {:>13}  {:>8}", "max loss-free", "vs base")?;
+    let base = r.configs.iter().find(|c| c.config == r.baseline);
+    for c in &r.configs {
+        write!(o, "{:<9}", c.config)?;
+        for l in loads {
+            match c.points.iter().find(|p| p.load_pps == *l) {
+                Some(p) => write!(o, " {:>8.4}", p.capture_rate)?,
+                None => write!(o, " {:>8}", "-")?,
+            }
+        }
+        let lf = c
+            .max_loss_free_pps
+            .map_or_else(|| "none".to_string(), |v| format!("{v:.0}"));
+        let ratio = match (c.max_loss_free_pps, base.and_then(|b| b.max_loss_free_pps)) {
+            (Some(v), Some(b)) if b > 0.0 => format!("{:.2}x", v / b),
+            _ => "-".to_string(),
+        };
+        writeln!(o, "  {lf:>13}  {ratio:>8}")?;
+    }
+    writeln!(
+        o,
+        "CPU time of the capture process per packet written, microseconds (user + system, all threads)"
+    )?;
+    for c in &r.configs {
+        write!(o, "{:<9}", c.config)?;
+        for l in loads {
+            match c
+                .points
+                .iter()
+                .find(|p| p.load_pps == *l)
+                .and_then(|p| p.cpu_us_per_packet)
+            {
+                Some(v) => write!(o, " {v:>8.2}")?,
+                None => write!(o, " {:>8}", "-")?,
+            }
+        }
+        writeln!(o)?;
+    }
+    for c in &r.configs {
+        writeln!(o, "  {}: {}", c.config, c.description)?;
+    }
+    for n in &r.notes {
+        writeln!(o, "note: {n}")?;
+    }
+    Ok(())
+}
+
+/// Capture rate against offered load, a line per configuration.
+fn chart(r: &Results) -> LineChart<'static> {
+    let x1 = r
+        .configs
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.load_pps))
+        .fold(1.0f64, f64::max)
+        * 1.05;
+    let series = r
+        .configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let pts = c
+                .points
+                .iter()
+                .map(|p| (p.load_pps, p.capture_rate))
+                .collect();
+            Series {
+                markers: true,
+                ..Series::new(c.config, pts, i)
+            }
+        })
+        .collect();
+    LineChart {
+        title: format!(
+            "Capture rate vs offered load ({} frames, {} payload{})",
+            r.size,
+            r.payload,
+            r.disk_mbps
+                .map_or_else(String::new, |m| format!(", disk {m} MB/s"))
+        ),
+        x: 0.0..x1,
+        y: 0.0..1.05,
+        x_desc: Some("offered load (packets/s)"),
+        y_desc: Some("capture rate (written/sent)"),
+        x_labels: None,
+        x_label_formatter: None,
+        y_label_area: 60,
+        legend: SeriesLabelPosition::LowerLeft,
+        series,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(load: f64, sent: u64, written: u64) -> Point {
+        Point {
+            load_pps: load,
+            sent_pps: load,
+            sent,
+            written,
+            kernel_drops: 0,
+            dropped_writer: sent - written.min(sent),
+            extra: 0,
+            capture_rate: written as f64 / sent as f64,
+            file_bytes: 0,
+            cpu_s: None,
+            cpu_us_per_packet: None,
+        }
+    }
+
+    #[test]
+    fn max_loss_free_stops_at_the_first_loss() {
+        let pts = [point(30.0, 10, 10), point(10.0, 10, 10), point(20.0, 10, 9)];
+        assert_eq!(max_loss_free(&pts), Some(10.0));
+        assert_eq!(max_loss_free(&[point(10.0, 10, 3)]), None);
+        assert_eq!(max_loss_free(&[]), None);
+    }
+
+    #[test]
+    fn configs_are_selected_by_name_in_order_given() {
+        let c = select_configs(&["lz4".into(), "raw-pkt".into()]).unwrap();
+        assert_eq!(
+            c.iter().map(|c| c.name).collect::<Vec<_>>(),
+            ["lz4", "raw-pkt"]
+        );
+        assert!(select_configs(&["lz5".into()]).is_err());
+        assert_eq!(select_configs(&[]).unwrap().len(), CONFIGS.len());
+    }
+
+    #[test]
+    fn frame_sizes_are_checked() {
+        assert_eq!(frame_args("worm", Payload::Fixed).unwrap(), (None, "worm"));
+        assert_eq!(
+            frame_args("1518", Payload::Fixed).unwrap(),
+            (Some("1518".into()), "fixed")
+        );
+        assert!(frame_args("63", Payload::Fixed).is_err());
+        assert!(frame_args("big", Payload::Random).is_err());
+    }
+
+    fn results() -> Results<'static> {
+        Results {
+            size: "1518",
+            payload: "fixed",
+            packets_per_point: 10,
+            disk_mbps: Some(2.0),
+            ring_mib: 8,
+            queue_mib: 8,
+            baseline: "raw-pkt",
+            configs: vec![
+                ConfigResult {
+                    config: "raw-pkt",
+                    description: CONFIGS[0].description,
+                    points: vec![point(1000.0, 10, 10), point(2000.0, 10, 5)],
+                    max_loss_free_pps: Some(1000.0),
+                },
+                ConfigResult {
+                    config: "lz4",
+                    description: CONFIGS[3].description,
+                    points: vec![point(1000.0, 10, 10), point(2000.0, 10, 10)],
+                    max_loss_free_pps: Some(2000.0),
+                },
+            ],
+            notes: vec!["tcpdump is not installed: its row is left out".into()],
+        }
+    }
+
+    #[test]
+    fn the_table_compares_with_the_baseline() {
+        let mut o = Vec::new();
+        write_table(&mut o, &results(), &[1000.0, 2000.0]).unwrap();
+        let text = String::from_utf8(o).unwrap();
+        assert_eq!(
+            text,
+            "capture rate (written/sent), 1518 frames, fixed payload, 10 packets per point, ring 8 MiB, queue 8 MiB, emulated disk 2 MB/s\n\
+             pps           1000     2000  max loss-free   vs base\n\
+             raw-pkt     1.0000   0.5000           1000     1.00x\n\
+             lz4         1.0000   1.0000           2000     2.00x\n\
+             CPU time of the capture process per packet written, microseconds (user + system, all threads)\n\
+             raw-pkt          -        -\n\
+             lz4              -        -\n  \
+             raw-pkt: uncompressed, one write per packet (as pcap_dump)\n  \
+             lz4: lz4, 32 KiB blocks\n\
+             note: tcpdump is not installed: its row is left out\n"
+        );
+    }
+
+    #[test]
+    fn the_json_keeps_its_fields_and_the_plot_its_lines() {
+        let v = serde_json::to_value(results()).unwrap();
+        assert_eq!(v["baseline"], "raw-pkt");
+        assert_eq!(v["configs"][1]["max_loss_free_pps"], 2000.0);
+        assert_eq!(v["configs"][0]["points"][1]["written"], 5);
+        assert!(v["configs"][0]["points"][0]["cpu_s"].is_null());
+        let c = chart(&results());
+        assert_eq!(c.series.len(), 2);
+        assert!(c.title.ends_with("disk 2 MB/s)"), "{}", c.title);
+        let svg = c.to_svg().unwrap();
+        assert!(svg.contains("raw-pkt") && svg.contains("capture rate"));
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        let args = |f: &dyn Fn(&mut BenchCaptureArgs)| {
+            let mut a = BenchCaptureArgs {
+                loads: vec![1000.0],
+                packets: 10,
+                size: "1518".into(),
+                payload: Payload::Fixed,
+                configs: vec![],
+                disk_mbps: None,
+                buffer_mib: 8,
+                queue_mib: 8,
+                dir: None,
+                plot: None,
+                json: false,
+            };
+            f(&mut a);
+            a
+        };
+        let never = AtomicBool::new(false);
+        for a in [
+            args(&|a| a.loads = vec![0.0]),
+            args(&|a| a.configs = vec!["lz5".into()]),
+            args(&|a| a.size = "9000".into()),
+            args(&|a| a.disk_mbps = Some(-1.0)),
+            args(&|a| a.plot = Some("x.gif".into())),
+            args(&|a| a.packets = 0),
+        ] {
+            let e = run(&a, &never, &mut Vec::new()).unwrap_err();
+            assert_eq!(e.kind, pipeline::ErrorKind::Usage, "{a:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! `bench`: kansoku's benchmark harness. `kansoku bench ...` is the user's
+//! command; the CLI embeds [`BenchArgs`] as that subcommand and hands them
+//! to [`run`], which prints the results on standard output and returns the
+//! run's [`Report`], from which the CLI takes the exit code as for any
+//! command.
+//!
+//! Every bench compares against a baseline measured in the same run:
+//!
+//! | bench | module | baseline |
+//! |---|---|---|
+//! | `bench filter` | [`filter`] | the linear engine (paper 001's Fig. 2) |
+//! | `bench disk` | [`disk`] | memcpy of the same bytes |
+//! | `bench compress` | [`compress`] | memcpy of the same bytes |
+//! | `bench capture` | [`capture`] | libpcap's pattern: one write per packet, uncompressed |
+//!
+//! The harness's parts, for benches to come:
+//! - [`netns`]: a network namespace with a veth pair, removed when dropped;
+//! - [`peers`]: programs run beside kansoku (tcpdump now; openssl, wrk,
+//!   DPDK later), their readiness, SIGINT, CPU time and closing lines;
+//! - [`worker`]: `bench capture-worker`, the capture side of `bench
+//!   capture` (hidden from the help), on the `pipeline` crate;
+//! - [`slow_disk`]: an emulated slow disk, a `Write` wrapper;
+//! - [`table`] and [`plot`]: markdown tables, and line charts to SVG/PNG
+//!   with an embedded font ([`plot::register_font`], for `kansoku plot`
+//!   too);
+//! - [`stats`]: medians, MB/s, paper 000's compressor condition.
+//!
+//! What goes wrong is reported as in every kansoku command
+//! ([`pipeline::Error`]): bad flags are usage errors, unreadable inputs
+//! input errors (exit 2), a failed write an output failure (exit 3).
+//! Problems the bench finds (fast and linear filter engines disagreeing, a
+//! sweep cut short by Ctrl-C) go into [`Report::problems`]: exit 1.
+
+#![forbid(unsafe_code)]
+
+pub mod args;
+pub mod capture;
+pub mod compress;
+pub mod disk;
+pub mod filter;
+pub mod netns;
+pub mod peers;
+pub mod plot;
+pub mod slow_disk;
+pub mod stats;
+pub mod table;
+pub mod worker;
+
+use std::io::{self, Write};
+use std::sync::atomic::AtomicBool;
+
+use pipeline::{Report, Result};
+
+pub use args::{BenchArgs, BenchCommand};
+pub use plot::register_font;
+pub use slow_disk::SlowDisk;
+
+/// Runs `kansoku bench ...`, printing to standard output. `stop` is the
+/// CLI's SIGINT/SIGTERM flag: benches stop early on it (a problem in the
+/// report), and the capture worker's normal end is that signal.
+pub fn run(args: &BenchArgs, stop: &AtomicBool) -> Result<Report> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let report = run_to(args, stop, &mut out)?;
+    out.flush()?;
+    Ok(report)
+}
+
+/// [`run`], printing to `out`.
+pub fn run_to(args: &BenchArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
+    match &args.command {
+        BenchCommand::Filter(a) => filter::run(a, stop, out),
+        BenchCommand::Disk(a) => disk::run(a, stop, out),
+        BenchCommand::Compress(a) => compress::run(a, stop, out),
+        BenchCommand::Capture(a) => capture::run(a, stop, out),
+        BenchCommand::CaptureWorker(a) => worker::run(a, stop, out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches, Parser};
+
+    /// The CLI's shape: `kansoku bench ...`.
+    #[derive(Debug, Parser)]
+    #[command(name = "kansoku")]
+    enum Cli {
+        Bench(BenchArgs),
+    }
+
+    /// `kansoku bench ARGS`, the arguments split at spaces.
+    fn parse(args: &str) -> std::result::Result<BenchArgs, clap::Error> {
+        let m = Cli::command()
+            .try_get_matches_from(["kansoku", "bench"].into_iter().chain(args.split(' ')))?;
+        let Cli::Bench(a) = Cli::from_arg_matches(&m)?;
+        Ok(a)
+    }
+
+    #[test]
+    fn the_arguments_parse_as_the_cli_gives_them() {
+        Cli::command().debug_assert();
+        let a = parse("capture --loads 2000,4000 -c 3000 --configs raw-pkt,lz4 -o r.svg --json")
+            .unwrap();
+        let BenchCommand::Capture(c) = a.command else {
+            panic!("{a:?}")
+        };
+        assert_eq!(c.loads, [2000.0, 4000.0]);
+        assert_eq!(c.configs, ["raw-pkt", "lz4"]);
+        let a = parse("capture-worker -i kbc-rx -w f.pcap --compress none --per-packet --disk-mbps 2 -B 2 --queue-mib 1 --json").unwrap();
+        let BenchCommand::CaptureWorker(w) = a.command else {
+            panic!("{a:?}")
+        };
+        assert!(w.per_packet && w.json);
+        assert_eq!(w.compress.codec(), trace::Codec::None);
+        assert_eq!((w.buffer_mib, w.queue_mib, w.disk_mbps), (2, 1, Some(2.0)));
+        assert!(parse("disk --size 0").is_err());
+        assert!(parse("compress --mb 0").is_err());
+        let a = parse("filter --rules r --trace t -c 5").unwrap();
+        let BenchCommand::Filter(f) = a.command else {
+            panic!("{a:?}")
+        };
+        assert_eq!((f.packets, f.paper_sizes.len()), (Some(5), 5));
+    }
+
+    #[test]
+    fn the_worker_is_hidden_from_the_help() {
+        let mut cmd = Cli::command();
+        let help = cmd
+            .find_subcommand_mut("bench")
+            .unwrap()
+            .render_help()
+            .to_string();
+        assert!(
+            help.contains("capture") && help.contains("compress"),
+            "{help}"
+        );
+        assert!(!help.contains("capture-worker"), "{help}");
+    }
+}

@@ -1,0 +1,260 @@
+//! Line charts to SVG or PNG with plotters: `bench capture -o` draws
+//! capture rate against offered load with one; `kansoku plot` can draw its
+//! time series with the same [`LineChart`], and takes its font from
+//! [`register_font`].
+//!
+//! # The font
+//!
+//! plotters lays out text (in SVG too, to place labels and size the
+//! legend) with a font it is given, and has none of its own. The font is
+//! DejaVu Sans from the `dejavu` crate, which ships the DejaVu TTF files
+//! (Bitstream Vera licence, free to embed and redistribute) as bytes in the
+//! binary: plots come out the same on every machine and need no font
+//! package, no fontconfig and no fixed system path. It costs the binary
+//! the 740 KiB of that one file (the crate's other faces are not linked).
+
+use std::path::Path;
+
+use pipeline::{display_path, Error, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::{FontStyle, RGBAColor};
+
+/// The family plots ask for, and under which DejaVu Sans is registered.
+pub const FONT_FAMILY: &str = "sans-serif";
+
+/// Registers DejaVu Sans (embedded, see the module documentation) as
+/// plotters' sans-serif font. Call it before drawing any text; calling it
+/// again is harmless.
+pub fn register_font() -> Result<()> {
+    plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, dejavu::sans::regular())
+        .map_err(|_| Error::input("the embedded DejaVu Sans is not a usable font"))
+}
+
+/// What a chart file is drawn as, by its extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageKind {
+    Svg,
+    Png,
+}
+
+impl ImageKind {
+    /// `.svg` or `.png` (any case); anything else is a usage error.
+    pub fn of(path: &Path) -> Result<ImageKind> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("svg") => Ok(ImageKind::Svg),
+            Some("png") => Ok(ImageKind::Png),
+            _ => Err(Error::usage(format!(
+                "{}: unknown plot type (expected .svg or .png)",
+                display_path(path)
+            ))),
+        }
+    }
+}
+
+/// One line of a chart.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Its legend entry.
+    pub label: String,
+    /// (x, y) in drawing order.
+    pub points: Vec<(f64, f64)>,
+    pub color: RGBAColor,
+    /// Line width in pixels.
+    pub width: u32,
+    /// A dot on every point.
+    pub markers: bool,
+}
+
+impl Series {
+    /// A line of width 2 in the `i`-th colour of plotters' palette.
+    pub fn new(label: impl Into<String>, points: Vec<(f64, f64)>, i: usize) -> Series {
+        Series {
+            label: label.into(),
+            points,
+            color: Palette99::pick(i).to_rgba(),
+            width: 2,
+            markers: false,
+        }
+    }
+}
+
+/// Formats an x value as an axis label.
+pub type LabelFormatter<'a> = &'a dyn Fn(&f64) -> String;
+
+/// A chart of lines over linear axes, 1024 x 640 pixels, with a legend.
+pub struct LineChart<'a> {
+    pub title: String,
+    pub x: std::ops::Range<f64>,
+    pub y: std::ops::Range<f64>,
+    pub x_desc: Option<&'a str>,
+    pub y_desc: Option<&'a str>,
+    /// How many x labels (plotters' choice if `None`), and how to write them.
+    pub x_labels: Option<usize>,
+    pub x_label_formatter: Option<LabelFormatter<'a>>,
+    /// Pixels left of the plot for the y labels.
+    pub y_label_area: u32,
+    pub legend: SeriesLabelPosition,
+    pub series: Vec<Series>,
+}
+
+/// The size of every chart.
+const SIZE: (u32, u32) = (1024, 640);
+
+impl LineChart<'_> {
+    /// Draws the chart to `path`, SVG or PNG by its extension; the font
+    /// is registered first.
+    pub fn draw_file(&self, path: &Path) -> Result<()> {
+        let kind = ImageKind::of(path)?;
+        register_font()?;
+        let fail = |e: String| Error::output(display_path(path), &std::io::Error::other(e));
+        match kind {
+            ImageKind::Svg => self
+                .draw_on(SVGBackend::new(path, SIZE).into_drawing_area())
+                .map_err(fail),
+            ImageKind::Png => self
+                .draw_on(BitMapBackend::new(path, SIZE).into_drawing_area())
+                .map_err(fail),
+        }
+    }
+
+    /// The chart as an SVG document (for a page to inline).
+    pub fn to_svg(&self) -> Result<String> {
+        register_font()?;
+        let mut svg = String::new();
+        self.draw_on(SVGBackend::with_string(&mut svg, SIZE).into_drawing_area())
+            .map_err(|e| Error::input(format!("drawing the chart: {e}")))?;
+        Ok(svg)
+    }
+
+    /// Draws the chart on any plotters backend.
+    pub fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+    ) -> std::result::Result<(), String> {
+        let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+        root.fill(&WHITE).map_err(e)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.title, (FONT_FAMILY, 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(self.y_label_area)
+            .build_cartesian_2d(self.x.clone(), self.y.clone())
+            .map_err(e)?;
+        let mut mesh = chart.configure_mesh();
+        if let Some(d) = self.x_desc {
+            mesh.x_desc(d);
+        }
+        if let Some(d) = self.y_desc {
+            mesh.y_desc(d);
+        }
+        if let Some(n) = self.x_labels {
+            mesh.x_labels(n);
+        }
+        if let Some(f) = self.x_label_formatter {
+            mesh.x_label_formatter(f);
+        }
+        mesh.draw().map_err(e)?;
+        for s in &self.series {
+            let style = ShapeStyle::from(&s.color).stroke_width(s.width);
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), style))
+                .map_err(e)?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            if s.markers {
+                chart
+                    .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, style.filled())))
+                    .map_err(e)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(self.legend.clone())
+            .draw()
+            .map_err(e)?;
+        root.present().map_err(|x| x.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A time series as `kansoku plot` draws one: a thick black total and
+    /// a coloured aggregate.
+    fn chart<'a>() -> LineChart<'a> {
+        let mut total = Series::new(
+            "total (100.00%)",
+            vec![(0.0, 3.0), (300.0, 5.0), (600.0, 4.0)],
+            0,
+        );
+        total.color = BLACK.to_rgba();
+        total.width = 3;
+        let mut part = Series::new(
+            "10.0.0.0/8 (62.50%)",
+            vec![(0.0, 2.0), (300.0, 3.0), (600.0, 2.5)],
+            1,
+        );
+        part.markers = true;
+        LineChart {
+            title: "src address (Mbps)".into(),
+            x: 0.0..600.0,
+            y: 0.0..5.5,
+            x_desc: Some("time"),
+            y_desc: None,
+            x_labels: Some(6),
+            x_label_formatter: None,
+            y_label_area: 70,
+            legend: SeriesLabelPosition::UpperRight,
+            series: vec![total, part],
+        }
+    }
+
+    #[test]
+    fn svg_and_png_are_drawn_with_the_embedded_font() {
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("c.svg");
+        chart().draw_file(&svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("<svg") && text.contains("total (100.00%)"));
+        assert!(text.contains("10.0.0.0/8 (62.50%)") && text.contains("src address (Mbps)"));
+        let png = dir.path().join("c.PNG");
+        chart().draw_file(&png).unwrap();
+        let bytes = std::fs::read(&png).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(chart().to_svg().unwrap(), text);
+    }
+
+    #[test]
+    fn only_svg_and_png_are_known() {
+        assert_eq!(ImageKind::of(Path::new("a.svg")).unwrap(), ImageKind::Svg);
+        let e = ImageKind::of(Path::new("x.gif")).unwrap_err();
+        assert_eq!(e.kind, pipeline::ErrorKind::Usage);
+        assert!(e.message.contains("expected .svg or .png"), "{e}");
+        assert!(ImageKind::of(Path::new("noext")).is_err());
+    }
+
+    #[test]
+    fn a_label_formatter_writes_the_x_labels() {
+        let f = |x: &f64| format!("t{x:.0}");
+        let mut c = chart();
+        c.x_labels = Some(3);
+        c.x_label_formatter = Some(&f);
+        let svg = c.to_svg().unwrap();
+        let labels = svg
+            .lines()
+            .filter(|l| {
+                l.strip_prefix('t')
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+            })
+            .count();
+        assert!(svg.contains("\nt0\n") && labels >= 2, "{svg}");
+    }
+}

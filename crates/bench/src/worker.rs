@@ -1,0 +1,373 @@
+//! `kansoku bench capture-worker` (hidden): the capture side of
+//! `bench capture` for kansoku's configurations. It opens a capture ring
+//! on the interface, says `listening on` on standard error, and runs a
+//! pipeline lane ([`pipeline::run_lanes`]) whose sink writes a pcap file,
+//! until SIGINT; then it prints the counters `bench capture` reads
+//! (`written`, `kernel_drops`, `dropped_kansoku`).
+//!
+//! The two experiment settings live here, not on `kansoku capture`:
+//! `--per-packet` ends a block after every packet
+//! ([`TraceWriter::flush_block`]), so each packet is compressed and written
+//! alone, as libpcap's `pcap_dump` and paper 000's per-packet compression;
+//! `--disk-mbps` puts the file behind a [`SlowDisk`].
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use capture::{RingConfig, TpacketRing};
+use pipeline::error::write_error;
+use pipeline::{
+    display_path, run_lanes, CaptureReport, Chain, CompressThreads, Error, Frame, Lane, PacketSink,
+    PipelineConfig, Report, Result, Stages,
+};
+use trace::write::{TraceWriter, WriteStats, WriterConfig, DEFAULT_SNAPLEN};
+use trace::Record;
+
+use crate::args::CaptureWorkerArgs;
+use crate::slow_disk::SlowDisk;
+
+/// A trace file as a pipeline sink, optionally one block per packet.
+pub struct DiskSink<W: Write> {
+    writer: TraceWriter<W>,
+    per_packet: bool,
+    path: PathBuf,
+}
+
+impl<W: Write> DiskSink<W> {
+    /// A writer with `cfg` to `sink`, the file at `path` (named in errors);
+    /// with `per_packet`, every packet is a block of its own.
+    pub fn new(sink: W, path: &Path, cfg: WriterConfig, per_packet: bool) -> Result<DiskSink<W>> {
+        Ok(DiskSink {
+            writer: TraceWriter::new(sink, cfg).map_err(|e| write_error(path, e))?,
+            per_packet,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Ends the block after a packet, in per-packet mode.
+    fn packet_written(&mut self) -> Result<()> {
+        if self.per_packet {
+            self.writer
+                .flush_block()
+                .map_err(|e| write_error(&self.path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Closes the file (the end of the compressed stream) and says what
+    /// was written.
+    pub fn finish(self) -> Result<WriteStats> {
+        self.writer.finish().map_err(|e| write_error(&self.path, e))
+    }
+}
+
+impl<W: Write> PacketSink for DiskSink<W> {
+    fn record(&mut self, rec: &Record<'_>) -> Result<()> {
+        self.writer
+            .write_record(rec)
+            .map_err(|e| write_error(&self.path, e))?;
+        if matches!(rec, Record::Packet(_)) {
+            self.packet_written()?;
+        }
+        Ok(())
+    }
+
+    fn frame(&mut self, f: &Frame<'_>) -> Result<()> {
+        self.writer
+            .write_packet(f.link_type, f.ts_ns, f.orig_len, f.data)
+            .map_err(|e| write_error(&self.path, e))?;
+        self.packet_written()
+    }
+}
+
+/// The writer's settings for codec `a.compress`: a pcap file without a
+/// seek index, in the default 32 KiB blocks, compression threads as
+/// `kansoku capture` picks them.
+fn writer_config(a: &CaptureWorkerArgs) -> WriterConfig {
+    let codec = a.compress.codec();
+    WriterConfig {
+        codec,
+        index: false,
+        threads: CompressThreads::Auto.resolve(codec),
+        ..WriterConfig::default()
+    }
+}
+
+/// `kansoku bench capture-worker`: captures until `stop`, then prints the
+/// counters to `out`. Drops make the report's exit code 1.
+pub fn run(a: &CaptureWorkerArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
+    if let Some(m) = a.disk_mbps {
+        crate::slow_disk::check_mbps(m)?;
+    }
+    let cfg = writer_config(a);
+    cfg.validate()
+        .map_err(|e| Error::usage(format!("{}: {e}", display_path(&a.write))))?;
+    let file = File::create(&a.write).map_err(|e| Error::output(display_path(&a.write), &e))?;
+    match a.disk_mbps {
+        Some(m) => capture_into(a, SlowDisk::from_mbps(file, m)?, cfg, stop, out),
+        None => capture_into(a, file, cfg, stop, out),
+    }
+}
+
+fn capture_into<W: Write + Send>(
+    a: &CaptureWorkerArgs,
+    file: W,
+    cfg: WriterConfig,
+    stop: &AtomicBool,
+    out: &mut dyn Write,
+) -> Result<Report> {
+    let sink = DiskSink::new(file, &a.write, cfg, a.per_packet)?;
+    let ring_bytes = a.buffer_mib.saturating_mul(1 << 20);
+    let ring_cfg = RingConfig {
+        interface: a.interface.clone(),
+        snaplen: DEFAULT_SNAPLEN,
+        ring_bytes,
+        block_size: RingConfig::auto_block_size(ring_bytes),
+        ..RingConfig::default()
+    };
+    let ring = TpacketRing::open(&ring_cfg)
+        .map_err(|e| Error::input(format!("capture on {}: {e}", a.interface)))?;
+    // As tcpdump: from here on, every packet on the interface is captured.
+    eprintln!(
+        "kansoku: listening on {}, link-type {}, snapshot length {} bytes, ring {} MiB",
+        a.interface,
+        ring.link_type(),
+        ring_cfg.snaplen,
+        ring.ring_bytes() >> 20
+    );
+    let cfg = PipelineConfig {
+        count: a.count,
+        queue_bytes: a.queue_mib.saturating_mul(1 << 20),
+        ..PipelineConfig::default()
+    };
+    let mut lanes = vec![Lane {
+        ring,
+        chain: Chain::new(Stages::default(), Some(sink)),
+    }];
+    let (stats, mut report) = run_lanes(&mut lanes, &cfg, stop);
+    let mut bytes_out = 0;
+    let r = CaptureReport::close_lanes(&a.interface, lanes, &stats, &mut report, |sink| {
+        let w = sink.finish()?;
+        bytes_out = w.bytes_out;
+        Ok(None)
+    });
+    if a.json {
+        let mut v = serde_json::to_value(&r).map_err(|e| Error::input(e.to_string()))?;
+        v["bytes_out"] = bytes_out.into();
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(
+            out,
+            "{} packets written to {} ({bytes_out} bytes); {} dropped by the kernel, {} by kansoku",
+            r.written,
+            display_path(&a.write),
+            r.kernel_drops,
+            r.dropped_kansoku
+        )?;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace::write::OutputFormat;
+    use trace::{Codec, LinkType};
+
+    fn frame() -> Vec<u8> {
+        (0..200u32).map(|i| (i % 7) as u8).collect()
+    }
+
+    /// Ten 200-byte frames through a per-packet sink; the bytes written
+    /// and the writer's counters.
+    fn per_packet(format: OutputFormat, codec: Codec) -> (Vec<u8>, WriteStats) {
+        let mut bytes = Vec::new();
+        let cfg = WriterConfig {
+            format,
+            codec,
+            ..WriterConfig::default()
+        };
+        let mut s = DiskSink::new(&mut bytes, Path::new("mem"), cfg, true).unwrap();
+        for i in 0..10 {
+            let f = frame();
+            s.frame(&Frame {
+                link_type: LinkType::Ethernet,
+                ts_ns: i,
+                orig_len: 200,
+                data: &f,
+            })
+            .unwrap();
+            assert_eq!(s.writer.stats().chunks, i + 2);
+        }
+        let stats = s.finish().unwrap();
+        (bytes, stats)
+    }
+
+    #[test]
+    fn per_packet_writes_one_chunk_per_packet() {
+        for format in [OutputFormat::Pcap, OutputFormat::Pcapng] {
+            for codec in [Codec::None, Codec::Lz4, Codec::Zstd, Codec::Gzip] {
+                let (_, stats) = per_packet(format, codec);
+                // The file header is a chunk of its own, then one per packet.
+                assert_eq!(stats.chunks, 11, "{format} {codec:?}");
+                assert_eq!(stats.packets, 10);
+            }
+        }
+    }
+
+    #[test]
+    fn per_packet_files_are_the_ones_flush_each_record_wrote() {
+        // Written by trace's WriterConfig::flush_each_record before it was
+        // removed: one block per packet, the same chunks, byte for byte.
+        let golden: [(OutputFormat, Codec, &[u8]); 4] = [
+            (
+                OutputFormat::Pcap,
+                Codec::None,
+                include_bytes!("../tests/data/per-packet.pcap"),
+            ),
+            (
+                OutputFormat::Pcap,
+                Codec::Lz4,
+                include_bytes!("../tests/data/per-packet.pcap.lz4"),
+            ),
+            (
+                OutputFormat::Pcapng,
+                Codec::None,
+                include_bytes!("../tests/data/per-packet.pcapng"),
+            ),
+            (
+                OutputFormat::Pcapng,
+                Codec::Lz4,
+                include_bytes!("../tests/data/per-packet.pcapng.lz4"),
+            ),
+        ];
+        for (format, codec, want) in golden {
+            let (got, _) = per_packet(format, codec);
+            assert!(got == want, "{format} {codec:?}");
+        }
+    }
+
+    /// The helper tests below are the capture worker and a sender when
+    /// these are set: the root-only test re-runs its own binary inside its
+    /// namespace for each (`ip netns exec NS <test binary> --exact NAME`).
+    const WORKER_ENV: &str = "KANSOKU_BENCH_TEST_WORKER";
+    const SEND_ENV: &str = "KANSOKU_BENCH_TEST_SEND";
+
+    #[test]
+    #[ignore = "the capture worker of worker_captures_in_a_namespace_until_sigint, run in its namespace"]
+    fn helper_worker() {
+        let Ok(args) = std::env::var(WORKER_ENV) else {
+            return;
+        };
+        #[derive(clap::Parser)]
+        struct Worker {
+            #[command(flatten)]
+            a: CaptureWorkerArgs,
+        }
+        let w = <Worker as clap::Parser>::parse_from(
+            std::iter::once("capture-worker").chain(args.split(' ')),
+        );
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGINT, std::sync::Arc::clone(&stop))
+            .unwrap();
+        let mut out = Vec::new();
+        let r = run(&w.a, &stop, &mut out).unwrap();
+        // On a line of its own: libtest has begun `test NAME ... ` on stdout.
+        println!("\n{}", String::from_utf8_lossy(&out));
+        assert!(r.output_error.is_none() && r.read_error.is_none(), "{r:?}");
+    }
+
+    /// Frames the sender sends: UDP, 1000 bytes.
+    const SENT_LEN: usize = 1000;
+
+    #[test]
+    #[ignore = "the sender of worker_captures_in_a_namespace_until_sigint, run in its namespace"]
+    fn helper_send() {
+        let Ok(spec) = std::env::var(SEND_ENV) else {
+            return;
+        };
+        let (iface, n) = spec.split_once(' ').unwrap();
+        let tx = capture::tx::PacketSender::open(iface).unwrap();
+        let mut synth = synth::Synth::new(synth::SynthConfig {
+            count: n.parse().unwrap(),
+            size: synth::FrameSize::Fixed(SENT_LEN),
+            proto: synth::ProtoMix::Udp,
+            ..synth::SynthConfig::default()
+        })
+        .unwrap();
+        while let Some((_, f)) = synth.next_frame() {
+            assert_eq!(f.len(), SENT_LEN);
+            assert_eq!(tx.send_batch(&[f]).unwrap(), 1);
+        }
+    }
+
+    #[test]
+    fn worker_captures_in_a_namespace_until_sigint() {
+        use crate::netns::Netns;
+        use crate::peers::{json_u64, must, parse_json, Peer};
+        use pipeline::{Consumer, Control, Flow, TraceSource};
+
+        if !crate::netns::can_run("capture worker") {
+            return;
+        }
+        /// Counts the frames the sender sent.
+        struct Sent(u64);
+        impl Consumer<TraceSource> for Sent {
+            fn consume(&mut self, rec: Record<'_>) -> Result<Flow> {
+                if let Record::Packet(p) = rec {
+                    self.0 += u64::from(p.data.len() == SENT_LEN);
+                }
+                Ok(Flow::Continue)
+            }
+        }
+        let ns = Netns::create().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let helper = |name: &str| {
+            let mut c = ns.command(&exe);
+            c.args([
+                "--exact",
+                name,
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ]);
+            c
+        };
+        for (flags, name) in [
+            ("--compress lz4 --per-packet --disk-mbps 5", "pkt.pcap.lz4"),
+            ("--compress zstd", "blocks.pcap.zst"),
+        ] {
+            let file = dir.path().join(name);
+            let mut cmd = helper("worker::tests::helper_worker");
+            cmd.env(
+                WORKER_ENV,
+                format!("-i {} -w {} {flags} --json", ns.rx, file.display()),
+            )
+            .stdout(std::process::Stdio::piped());
+            let worker = Peer::spawn(cmd)
+                .unwrap()
+                .wait_listening(std::time::Duration::from_secs(15), "worker")
+                .unwrap();
+            must(helper("worker::tests::helper_send").env(SEND_ENV, format!("{} 300", ns.tx)))
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            worker.interrupt().unwrap();
+            let end = worker.wait().unwrap();
+            assert!(end.status.success(), "{flags}: {}", end.stderr);
+            let v = parse_json(&end.stdout, "worker").unwrap();
+            assert_eq!(json_u64(&v, "kernel_drops"), 0, "{flags}: {v}");
+            assert_eq!(json_u64(&v, "dropped_kansoku"), 0, "{flags}: {v}");
+            let written = json_u64(&v, "written");
+            let mut src = TraceSource::open(&file).unwrap();
+            let mut sent = Sent(0);
+            let never = AtomicBool::new(false);
+            let r = pipeline::run(&mut src, &mut sent, Control::new(&never));
+            assert_eq!(r.exit_code(), pipeline::ExitCode::Ok, "{flags}: {r:?}");
+            assert_eq!(r.packets, written, "{flags}");
+            assert_eq!(sent.0, 300, "{flags}: {v}");
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `filter`, `profile` and `plot`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::OutputArgs;
+
+/// `kansoku filter`: run rules over a trace (`-r`), or one of the subcommands.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct FilterArgs {
+    #[command(subcommand)]
+    pub command: Option<FilterCommand>,
+    #[command(flatten)]
+    pub run: FilterRunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FilterCommand {
+    /// Filter a trace: per-rule hits, passed and rejected totals (the default with -r).
+    Run(FilterRunArgs),
+    /// Which rule matches a packet like `tcp 10.0.0.1:1234 > 10.0.0.2:25 flags A`, and which later rules also do.
+    Explain(FilterExplainArgs),
+    /// Rules that can never match (shadowed) and overlapping rules with different actions.
+    Lint(FilterLintArgs),
+    /// Classify a ClassBench header trace: one line per header, the id of the first matching rule or `none`.
+    Match(FilterMatchArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    Linear,
+    Fast,
+}
+
+#[derive(Debug, Args)]
+pub struct FilterRunArgs {
+    /// Trace to filter (pcap or pcapng, plain or compressed; "-" for standard input).
+    #[arg(short = 'r', value_name = "FILE", required = true)]
+    pub read: Option<PathBuf>,
+    /// Rule file: the paper's syntax, or ClassBench (lines starting with `@`).
+    #[arg(long, value_name = "FILE", required = true)]
+    pub rules: Option<PathBuf>,
+    /// Also write the rejected packets here (same format options as -w).
+    #[arg(long, value_name = "FILE")]
+    pub rejected: Option<PathBuf>,
+    /// Classifier engine.
+    #[arg(long, value_enum, default_value_t = EngineArg::Fast)]
+    pub engine: EngineArg,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the passed packets here.
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct FilterExplainArgs {
+    /// Rule file.
+    #[arg(long, value_name = "FILE")]
+    pub rules: PathBuf,
+    /// The packet: `PROTO SRC[:PORT] > DST[:PORT] [flags LETTERS]` (IPv6 as [addr]:port).
+    #[arg(required = true, num_args = 1.., allow_hyphen_values = true, value_name = "PACKET")]
+    pub packet: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FilterLintArgs {
+    /// Rule file.
+    #[arg(long, value_name = "FILE")]
+    pub rules: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FilterMatchArgs {
+    /// Rule file.
+    #[arg(long, value_name = "FILE")]
+    pub rules: PathBuf,
+    /// Header trace in ClassBench's format (SRC DST SPORT DPORT PROTO ...), plain or zstd ("-" for standard input).
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Classifier engine.
+    #[arg(long, value_enum, default_value_t = EngineArg::Fast)]
+    pub engine: EngineArg,
+}
+
+/// `kansoku profile`: aguri summaries of a trace, or re-aggregation of summaries.
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// Trace to profile: pcap or pcapng, plain or compressed ("-" for standard input).
+    #[arg(
+        short = 'r',
+        value_name = "FILE",
+        required_unless_present = "merge",
+        conflicts_with = "merge"
+    )]
+    pub read: Option<PathBuf>,
+    /// Re-aggregate these summary files (or directories of them) instead of reading a trace.
+    #[arg(long, num_args = 1.., value_name = "FILES")]
+    pub merge: Vec<PathBuf>,
+    /// Interval length in seconds (summaries aligned to multiples of it); default: one summary of everything
+    /// (300 with --archive).
+    #[arg(short = 'i', value_name = "SECONDS")]
+    pub interval: Option<u64>,
+    /// Report entries holding at least this percent of the interval's traffic.
+    #[arg(short = 't', value_name = "PERCENT", default_value_t = 1.0)]
+    pub threshold: f64,
+    /// Shares and the threshold in bytes (the default).
+    #[arg(long, conflicts_with = "packets")]
+    pub bytes: bool,
+    /// Shares and the threshold in packets.
+    #[arg(long)]
+    pub packets: bool,
+    /// Nodes per tree (memory is fixed by it).
+    #[arg(long, value_name = "NODES", default_value_t = 4096)]
+    pub budget: usize,
+    /// Flows counted together in a table in front of the trees (64 bytes each); 0 counts
+    /// every packet in the trees, as aguri does. Totals are exact either way.
+    #[arg(long, value_name = "FLOWS", default_value_t = aguri::DEFAULT_FLOW_SLOTS)]
+    pub flow_slots: usize,
+    /// Write the summaries to FILE one after another, or with DIR/ one file per interval named by its start.
+    #[arg(short = 'w', value_name = "OUT")]
+    pub write: Option<PathBuf>,
+    /// Keep 5-minute summaries in DIR/5min and roll them up into DIR/hourly and DIR/daily.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["write", "merge"])]
+    pub archive: Option<PathBuf>,
+    /// Print or write JSON instead of aguri's text format.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kansoku plot`: draw summaries as the paper's figures.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Summary files or directories of them.
+    #[arg(required = true, value_name = "SUMMARIES")]
+    pub inputs: Vec<PathBuf>,
+    /// Which summary to plot.
+    #[arg(long, value_enum, default_value_t = PlotView::Src)]
+    pub view: PlotView,
+    /// How many aggregates to draw besides the total.
+    #[arg(long, default_value_t = 7)]
+    pub top: usize,
+    /// Output file: .svg, .png or .html.
+    #[arg(short = 'o', value_name = "OUT")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlotView {
+    Src,
+    Dst,
+    Sport,
+    Dport,
+}

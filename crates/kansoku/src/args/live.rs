@@ -1,0 +1,103 @@
+//! `capture` and `generate`: the commands on a live interface.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{OutputArgs, PatternArgs};
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Interface to capture on.
+    #[arg(short = 'i', value_name = "IFACE")]
+    pub interface: String,
+    /// Bytes to keep of each packet (the kernel cuts the rest).
+    #[arg(short = 's', value_name = "SNAPLEN", default_value_t = 262_144)]
+    pub snaplen: u32,
+    /// Ring buffer size in MiB.
+    #[arg(short = 'B', value_name = "MIB", default_value_t = 32)]
+    pub buffer_mib: usize,
+    /// Ring block size in KiB (a power of two); the kernel hands over a block when it is full or
+    /// after 10 ms. Default: a sixteenth of the ring, from 256 KiB to 1 MiB.
+    #[arg(long, value_name = "KIB")]
+    pub ring_block_kib: Option<usize>,
+    /// Stop after this many packets.
+    #[arg(short = 'c', value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Drop root privileges to this user once the capture socket is open (as tcpdump -Z). Output files and
+    /// --profile summaries are then created as USER, so their directory must be writable by USER.
+    #[arg(short = 'Z', value_name = "USER")]
+    pub user: Option<String>,
+    /// MiB of packet data the writer's queue holds before kansoku drops packets (and counts them); with --fanout,
+    /// each ring has a queue of this size. 0 lets one ring block at a time through.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub queue_mib: usize,
+    /// Keep only packets these filter rules pass (`ip filter N pass|reject ...`); rejected ones are counted, not written.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Profile the kept packets as `kansoku profile` does, one summary file per interval in this directory.
+    #[arg(long, value_name = "DIR")]
+    pub profile: Option<PathBuf>,
+    /// Length of a --profile interval.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 300,
+        requires = "profile"
+    )]
+    pub profile_interval: u64,
+    /// Percent of an interval's traffic a --profile entry needs to be listed.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 1.0,
+        requires = "profile"
+    )]
+    pub profile_threshold: f64,
+    /// Spread packets over N rings by flow hash (PACKET_FANOUT), one thread and one output file each:
+    /// -w FILE writes FILE.0, FILE.1, ...; statistics are summed. Needs -w FILE; not with -c or --profile.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub fanout: u16,
+    /// Print the final statistics as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Interface to send on.
+    #[arg(short = 'i', value_name = "IFACE")]
+    pub interface: String,
+    /// Packets to send (default: the whole replayed trace, or until --duration).
+    #[arg(short = 'c', long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Send at this many packets per second.
+    #[arg(long, conflicts_with = "mbps")]
+    pub pps: Option<f64>,
+    /// Send at this many megabits per second of frame bytes (no preamble or gap).
+    #[arg(long)]
+    pub mbps: Option<f64>,
+    /// Replay this trace (pcap or pcapng, any compression) instead of a built-in pattern.
+    #[arg(short = 'r', value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// With -r: send each packet at its recorded time offset.
+    #[arg(long, requires = "replay")]
+    pub recorded_timing: bool,
+    /// The built-in pattern. Here --size counts the frame on the wire, FCS included (64–1518, as RFC 2544).
+    #[command(flatten)]
+    pub pattern: PatternArgs,
+    /// Print the closing report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write every frame sent, stamped with its send time, to -w FILE.
+    #[command(flatten)]
+    pub out: OutputArgs,
+}

@@ -1,0 +1,115 @@
+//! Command-line arguments, a module per group of commands. Flags follow
+//! tcpdump where a user would reach for them (`-r`, `-w`, `-c`, `-C`, `-G`).
+
+mod analysis;
+mod live;
+mod output;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use analysis::*;
+pub use live::*;
+pub use output::*;
+
+/// kansoku (観測): capture, store, filter and profile network traffic.
+#[derive(Debug, Parser)]
+#[command(name = "kansoku", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print a trace's packets, one line each, or convert it with -w.
+    Read(ReadArgs),
+    /// Summarize a trace: packets, bytes, duration, link types, protocol mix, compression.
+    Stats(StatsArgs),
+    /// Capture packets live from an interface (AF_PACKET, TPACKET_V3 ring) into a trace, or print them.
+    Capture(CaptureArgs),
+    /// Send traffic out of an interface at an exact packet or bit rate: a built-in pattern, or a trace replayed.
+    Generate(GenerateArgs),
+    /// Write a synthetic trace (fixed or random payloads, 64–1518-byte frames, TCP/UDP/ICMP, IPv4/IPv6, VLAN tags).
+    Synth(SynthArgs),
+    /// Filter packets with rules (`ip filter N pass|reject SIP DIP PROTO SPT DPT`, or ClassBench); explain, lint, match.
+    Filter(FilterArgs),
+    /// Profile traffic as aguri does: top source/destination prefixes and protocol:port ranges per interval.
+    Profile(ProfileArgs),
+    /// Benchmarks against a baseline measured in the same run: `bench filter` (the engines and the paper's cost
+    /// model), `bench disk`, `bench compress`, `bench capture` (capture rate vs offered load).
+    Bench(bench::BenchArgs),
+    /// Plot aguri summaries: total traffic and the top aggregates over time (SVG, PNG or HTML).
+    Plot(PlotArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Trace to read: pcap or pcapng, plain or gzip/zstd/lz4 compressed ("-" for standard input).
+    #[arg(short = 'r', value_name = "FILE")]
+    pub read: PathBuf,
+    /// Stop after this many packets.
+    #[arg(short = 'c', value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Only packets at or after this time (epoch seconds like 1795317433.5, or RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only packets before this time (epoch seconds or RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Print one JSON object per packet instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// How to print times: seconds since the epoch, or RFC 3339 in UTC.
+    #[arg(long, value_enum, default_value_t = TimeFormat::Epoch)]
+    pub time: TimeFormat,
+    /// Write the packets to a trace instead of printing them (convert or recompress).
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimeFormat {
+    Epoch,
+    Rfc3339,
+}
+
+impl From<TimeFormat> for pipeline::sink::lines::TimeFormat {
+    fn from(t: TimeFormat) -> Self {
+        match t {
+            TimeFormat::Epoch => Self::Epoch,
+            TimeFormat::Rfc3339 => Self::Rfc3339,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Traces to summarize.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Number of packets.
+    #[arg(short = 'c', long, default_value_t = 10_000)]
+    pub count: u64,
+    #[command(flatten)]
+    pub pattern: PatternArgs,
+    /// Packets per second of trace time (sets the timestamp step).
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub rate: f64,
+    /// Time of the first packet (epoch seconds or RFC 3339); default 2026-01-01T00:00:00Z.
+    #[arg(long)]
+    pub start: Option<String>,
+    /// Print the closing summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}

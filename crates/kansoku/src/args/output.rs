@@ -1,0 +1,162 @@
+//! Where packets are written (`-w` and its options) and the synthetic
+//! traffic pattern (`synth`, `generate`).
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use pipeline::{CompressThreads, Error, TraceSettings, TraceSink};
+use trace::format::Codec;
+use trace::rotate::RotateConfig;
+use trace::write::{OutputFormat, WriterConfig};
+
+/// The synthetic traffic pattern shared by `synth` and `generate`.
+#[derive(Debug, Args)]
+pub struct PatternArgs {
+    /// Frame size in bytes (64–1518), or a range MIN-MAX for uniformly random sizes.
+    #[arg(long, default_value = "64")]
+    pub size: String,
+    /// Payload bytes: one byte value repeated (compressible), random (incompressible), or the paper's 418-byte worm packet.
+    #[arg(long, value_enum, default_value_t = PayloadArg::Random)]
+    pub payload: PayloadArg,
+    /// Transport protocol, or a mix of all three.
+    #[arg(long, value_enum, default_value_t = ProtoArg::Mix)]
+    pub proto: ProtoArg,
+    /// IP version, or a mix of both.
+    #[arg(long, value_enum, default_value_t = IpArg::V4)]
+    pub ip: IpArg,
+    /// VLAN ids to tag frames with, outermost first (e.g. 100,7 for 802.1ad over 802.1Q).
+    #[arg(long, value_delimiter = ',')]
+    pub vlan: Vec<u16>,
+    /// Source addresses are random inside this prefix.
+    #[arg(long, default_value = "10.0.0.0/8")]
+    pub src_net: String,
+    /// Destination addresses are random inside this prefix.
+    #[arg(long, default_value = "192.168.1.0/24")]
+    pub dst_net: String,
+    /// Seed for the pseudo-random generator (same seed, same traffic).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PayloadArg {
+    Fixed,
+    Random,
+    Worm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProtoArg {
+    Tcp,
+    Udp,
+    Icmp,
+    Mix,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IpArg {
+    #[value(name = "4")]
+    V4,
+    #[value(name = "6")]
+    V6,
+    Mix,
+}
+
+/// Where and how to write a trace.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Write packets to this trace ("-" for standard output).
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Output file format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Pcap)]
+    pub format: FormatArg,
+    /// Compression of the output file.
+    #[arg(long = "compress", value_enum, default_value_t = CompressArg::Lz4)]
+    pub compress: CompressArg,
+    /// Compression block (buffer) size in KiB, 4–64.
+    #[arg(long, value_name = "KIB")]
+    pub block_size: Option<usize>,
+    /// Compression level (zstd 1–22, gzip 0–9; ignored for lz4 and none).
+    #[arg(long)]
+    pub level: Option<i32>,
+    /// Timestamp precision of pcap output (default: as the input).
+    #[arg(long, value_enum)]
+    pub time_precision: Option<PrecisionArg>,
+    /// Start a new file when this one exceeds SIZE millions of bytes (as tcpdump -C).
+    #[arg(short = 'C', value_name = "SIZE")]
+    pub rotate_size: Option<u64>,
+    /// Start a new file every SECONDS of packet time (as tcpdump -G); strftime fields in the name are expanded.
+    #[arg(short = 'G', value_name = "SECONDS")]
+    pub rotate_seconds: Option<u64>,
+    /// Do not write the seek index beside the trace.
+    #[arg(long)]
+    pub no_index: bool,
+    /// fdatasync after every block (slower; survives power loss, not just a crash).
+    #[arg(long)]
+    pub sync: bool,
+    /// Compression threads; the file is the same whatever the number. 1: blocks are compressed on the writing thread; N >= 2: by N threads while it goes on (zstd: by one, its blocks continue one frame). auto (default): 1 for lz4 and none, for zstd and gzip the cores less one, 1 to 4.
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = CompressThreads::parse)]
+    pub compress_threads: CompressThreads,
+}
+
+impl OutputArgs {
+    /// The trace writer's settings these flags describe.
+    pub fn settings(&self) -> TraceSettings {
+        let mut writer = WriterConfig {
+            format: match self.format {
+                FormatArg::Pcap => OutputFormat::Pcap,
+                FormatArg::Pcapng => OutputFormat::Pcapng,
+            },
+            codec: match self.compress {
+                CompressArg::Lz4 => Codec::Lz4,
+                CompressArg::Zstd => Codec::Zstd,
+                CompressArg::Gzip => Codec::Gzip,
+                CompressArg::None => Codec::None,
+            },
+            level: self.level,
+            index: !self.no_index,
+            sync: self.sync,
+            ..WriterConfig::default()
+        };
+        if let Some(kib) = self.block_size {
+            writer.block_size = kib.saturating_mul(1024);
+        }
+        TraceSettings {
+            writer,
+            compress_threads: self.compress_threads,
+            rotation: RotateConfig::tcpdump(self.rotate_size, self.rotate_seconds),
+            nanos: self.time_precision.map(|p| p == PrecisionArg::Nano),
+        }
+    }
+
+    /// A sink for `path` with these settings.
+    pub fn sink(&self, path: &Path) -> Result<TraceSink, Error> {
+        TraceSink::new(path, &self.settings())
+    }
+
+    /// The sink of `-w`, if given.
+    pub fn write_sink(&self) -> Result<Option<TraceSink>, Error> {
+        self.write.as_deref().map(|p| self.sink(p)).transpose()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Pcap,
+    Pcapng,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompressArg {
+    Lz4,
+    Zstd,
+    Gzip,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    Micro,
+    Nano,
+}

@@ -1,0 +1,210 @@
+//! A live capture: one lane per ring (a fanout group has several), run on
+//! threads of their own until a signal, a count or a time limit, and the
+//! accounting of every packet the kernel saw.
+//!
+//! Accounting, exact at the end and summed over the rings:
+//! `kernel_packets = received + kernel_drops` and
+//! `received = written + rejected + dropped_kansoku + skipped`.
+
+use std::io::{self, IsTerminal};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::chain::Chain;
+use crate::error::Error;
+use crate::report::Report;
+use crate::sink::trace::SinkSummary;
+use crate::sink::PacketSink;
+use crate::source::lane::{run_lane, CaptureStats, LiveStats, PipelineConfig, Ring};
+use crate::stage::profile::ProfileCounts;
+
+/// One ring and the chain its consumer runs.
+pub struct Lane<R, S> {
+    pub ring: R,
+    pub chain: Chain<S>,
+}
+
+/// Runs every lane on a thread of its own until `signal` is set (Ctrl-C),
+/// any lane stops (`count`, `duration`), or one fails; all stop together.
+/// On a terminal, a line of live counts is redrawn once a second. Returns
+/// the counters summed over the rings and the report of a live run.
+pub fn run_lanes<R, S>(
+    lanes: &mut [Lane<R, S>],
+    cfg: &PipelineConfig,
+    signal: &AtomicBool,
+) -> (CaptureStats, Report)
+where
+    R: Ring,
+    S: PacketSink + Send,
+{
+    let stop = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    let live: Vec<LiveStats> = lanes.iter().map(|_| LiveStats::default()).collect();
+    let results: Vec<(CaptureStats, Report)> = std::thread::scope(|s| {
+        let watch = s.spawn(|| watch(&live, signal, &stop, &done));
+        let handles: Vec<_> = lanes
+            .iter_mut()
+            .zip(&live)
+            .map(|(lane, live)| {
+                let stop = &stop;
+                s.spawn(move || {
+                    let r = run_lane(&mut lane.ring, cfg, stop, live, &mut lane.chain);
+                    stop.store(true, Ordering::Relaxed);
+                    r
+                })
+            })
+            .collect();
+        let results = handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    let mut r = Report::default();
+                    r.failed(Error::input("a capture thread panicked"));
+                    (CaptureStats::default(), r)
+                })
+            })
+            .collect();
+        done.store(true, Ordering::Relaxed);
+        let _ = watch.join();
+        results
+    });
+    let mut stats = CaptureStats::default();
+    let mut report = Report::live();
+    for (s, r) in results {
+        stats += &s;
+        report.absorb(r);
+    }
+    report.drops.kernel = stats.kernel.drops;
+    report.drops.kansoku = stats.dropped_queue;
+    if signal.load(Ordering::Relaxed) {
+        report.interrupted = Some("capture".into());
+    }
+    (stats, report)
+}
+
+/// Until `done`: passes `signal` on to the lanes, and once a second on a
+/// terminal prints what the capture has seen so far.
+fn watch(lanes: &[LiveStats], signal: &AtomicBool, stop: &AtomicBool, done: &AtomicBool) {
+    let progress = io::stderr().is_terminal();
+    let sum = |f: fn(&LiveStats) -> &AtomicU64| -> u64 {
+        lanes.iter().map(|l| f(l).load(Ordering::Relaxed)).sum()
+    };
+    let mut ticks = 0u32;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+        if signal.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        ticks += 1;
+        if !progress || !ticks.is_multiple_of(100) {
+            continue;
+        }
+        eprint!(
+            "\r{} received, {} dropped by the kernel, {} dropped by kansoku, {} handed to the writer   ",
+            sum(|l| &l.received),
+            sum(|l| &l.kernel_drops),
+            sum(|l| &l.dropped_queue),
+            sum(|l| &l.delivered),
+        );
+    }
+    if progress {
+        eprint!("\r\x1b[K");
+    }
+}
+
+/// The accounting of a capture, as `kansoku capture --json` prints it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CaptureReport {
+    pub interface: String,
+    /// Rings in the fanout group (1 without --fanout).
+    pub rings: usize,
+    /// Packets the kernel passed to the sockets (PACKET_STATISTICS tp_packets).
+    pub kernel_packets: u64,
+    /// Dropped by the kernel: a ring was full (tp_drops).
+    pub kernel_drops: u64,
+    /// Times a ring froze (tp_freeze_q_cnt).
+    pub kernel_freezes: u64,
+    /// Taken from the rings.
+    pub received: u64,
+    /// Dropped by kansoku: a writer's queue was full.
+    pub dropped_kansoku: u64,
+    /// Taken from the ring after -c was reached, not written.
+    pub skipped: u64,
+    /// Rejected by the --rules filter (non-IP packets included: no rule matches them).
+    pub rejected: u64,
+    /// Kept: written to the trace, printed, or (with --profile and no -w) profiled.
+    pub written: u64,
+    /// Packets counted by the --profile profiler (every kept packet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profiled: Option<u64>,
+    /// Summary files written by --profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_summaries: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<SinkSummary>,
+}
+
+impl CaptureReport {
+    /// The report of lanes that ran on `interface`. `close` closes a
+    /// lane's sink (and its profiler) and returns what it wrote; failures
+    /// go into `report`, so that every output is closed whatever happened.
+    pub fn close_lanes<R, S>(
+        interface: &str,
+        lanes: Vec<Lane<R, S>>,
+        stats: &CaptureStats,
+        report: &mut Report,
+        mut close: impl FnMut(S) -> crate::Result<Option<SinkSummary>>,
+    ) -> CaptureReport {
+        let mut r = CaptureReport {
+            interface: interface.to_string(),
+            rings: lanes.len(),
+            kernel_packets: stats.kernel.packets,
+            kernel_drops: stats.kernel.drops,
+            kernel_freezes: stats.kernel.freeze_count,
+            received: stats.received,
+            dropped_kansoku: stats.dropped_queue,
+            skipped: stats.skipped,
+            ..CaptureReport::default()
+        };
+        let mut kept = 0;
+        let mut profiled: Option<ProfileCounts> = None;
+        for lane in lanes {
+            let c = lane.chain.counts;
+            kept += c.passed;
+            r.rejected += c.rejected;
+            if let Some(p) = lane.chain.stages.profile {
+                match p.finish() {
+                    Ok(x) => profiled = Some(x),
+                    Err(e) => report.failed(e),
+                }
+            }
+            match lane.chain.passed.map(&mut close) {
+                Some(Ok(Some(s))) => r.output.get_or_insert_with(SinkSummary::default).add(&s),
+                Some(Err(e)) => report.failed(e),
+                _ => {}
+            }
+        }
+        r.written = r.output.as_ref().map_or(kept, |x| x.packets);
+        r.profiled = profiled.map(|p| p.packets);
+        r.profile_summaries = profiled.map(|p| p.summaries);
+        r
+    }
+
+    /// The report as one line: `N packets received by the kernel on IF, ...`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} packets received by the kernel on {}, {} dropped by the kernel ({} ring freezes), \
+             {} taken from the ring, {} dropped by kansoku (writer queue full), {} rejected by the rules, {} written",
+            self.kernel_packets,
+            self.interface,
+            self.kernel_drops,
+            self.kernel_freezes,
+            self.received,
+            self.dropped_kansoku,
+            self.rejected,
+            self.written
+        )
+    }
+}

@@ -1,0 +1,154 @@
+//! Errors that end a command, and the exit codes they map to.
+//!
+//! Every error is one of three kinds, and the kind alone decides the exit
+//! code ([`ExitCode`]): a usage error (bad flags, settings out of range),
+//! an input error (a file that is not a trace, a rule file with an error,
+//! corrupt data), or an output failure (the disk is full, the output
+//! cannot be created). Messages name the file: `FILE: what was wrong`.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+/// The process exit codes of every kansoku command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCode {
+    /// The job ran and found nothing wrong.
+    Ok = 0,
+    /// The job ran and found problems: truncated input, drops, mismatches,
+    /// a file's reading interrupted by a signal.
+    Problems = 1,
+    /// Usage or input error: bad flags, a file that is not a trace, a rule
+    /// file with an error.
+    Usage = 2,
+    /// The output could not be written (a full disk, a read-only file
+    /// system); everything written before the failure is readable.
+    Output = 3,
+}
+
+impl ExitCode {
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// What kind of failure an [`Error`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad flags or settings.
+    Usage,
+    /// The input is not what it should be.
+    Input,
+    /// Writing the output failed.
+    Output,
+    /// Standard output was closed by its reader: stop quietly.
+    BrokenPipe,
+}
+
+/// An error that ends a command. One pointer wide (the kind and message
+/// are boxed), so that the `Result`s of per-packet calls stay small.
+#[derive(Debug)]
+pub struct Error(Box<ErrorInner>);
+
+/// What an [`Error`] holds; its fields read through `error.kind`, `error.message`.
+#[derive(Debug)]
+pub struct ErrorInner {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl std::ops::Deref for Error {
+    type Target = ErrorInner;
+
+    fn deref(&self) -> &ErrorInner {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Error {
+    fn deref_mut(&mut self) -> &mut ErrorInner {
+        &mut self.0
+    }
+}
+
+impl Error {
+    fn new(kind: ErrorKind, message: String) -> Error {
+        Error(Box::new(ErrorInner { kind, message }))
+    }
+}
+
+impl Error {
+    pub fn usage(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Usage, message.into())
+    }
+
+    pub fn input(message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Input, message.into())
+    }
+
+    /// An output failure; a closed pipe is [`ErrorKind::BrokenPipe`].
+    pub fn output(message: impl Into<String>, e: &io::Error) -> Error {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            return Error::new(ErrorKind::BrokenPipe, String::new());
+        }
+        Error::new(ErrorKind::Output, format!("{}: {e}", message.into()))
+    }
+
+    /// An input error about `path`: `PATH: error`.
+    pub fn file(path: &Path, e: impl fmt::Display) -> Error {
+        Error::input(format!("{}: {e}", display_path(path)))
+    }
+
+    /// The exit code this error ends the process with.
+    pub fn exit_code(&self) -> ExitCode {
+        match self.kind {
+            ErrorKind::Usage | ErrorKind::Input => ExitCode::Usage,
+            ErrorKind::Output => ExitCode::Output,
+            ErrorKind::BrokenPipe => ExitCode::Ok,
+        }
+    }
+
+    /// The error with `context: ` put in front of its message.
+    pub fn context(mut self, context: impl fmt::Display) -> Error {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Standard output failing: a closed pipe ends quietly, anything else
+/// (`> /dev/full`) is an output failure.
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::output("standard output", &e)
+    }
+}
+
+/// A trace writer's error about `path`: I/O failures are output failures,
+/// anything else (settings) a usage error.
+pub fn write_error(path: &Path, e: trace::Error) -> Error {
+    match e {
+        trace::Error::Io { context, source } => {
+            Error::output(format!("{}: {context}", display_path(path)), &source)
+        }
+        other => Error::usage(format!("{}: {other}", display_path(path))),
+    }
+}
+
+/// How a path is named in messages (`-` is standard input or output).
+pub fn display_path(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        "(standard stream)".to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,75 @@
+//! Sinks: where packets and summaries go.
+//!
+//! - [`trace::TraceSink`]: a trace file (rotated, compressed, indexed) or
+//!   standard output.
+//! - [`summary::SummarySink`]: aguri summaries to standard output, a file,
+//!   a directory, or an archive rolled up into hours and days.
+//! - [`lines::Printer`]: one text line or JSON object per packet.
+//! - [`tx::TxSink`]: the wire, paced (the traffic generator).
+//!
+//! Packet sinks implement [`PacketSink`].
+
+pub mod lines;
+pub mod summary;
+pub mod trace;
+pub mod tx;
+
+use ::trace::Record;
+
+use crate::error::Result;
+use crate::packet::Frame;
+
+/// Takes the packets a pipeline keeps (or rejects).
+pub trait PacketSink {
+    /// A record of a trace file: sections, interfaces and other blocks are
+    /// given too, so that a converted file keeps them.
+    fn record(&mut self, rec: &Record<'_>) -> Result<()>;
+
+    /// A frame of a source without file structure (a ring, synthetic
+    /// traffic), with nanosecond times.
+    fn frame(&mut self, f: &Frame<'_>) -> Result<()>;
+
+    /// Whether the sink takes nothing more (a generator past its
+    /// `--duration`): the run then ends.
+    fn done(&self) -> bool {
+        false
+    }
+
+    /// A live source has nothing more for now: packet lines on a terminal
+    /// are flushed. (A trace is not: its blocks are what make it compress.)
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// No sink: the packets are counted by the stages and go nowhere.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Discard;
+
+impl PacketSink for Discard {
+    fn record(&mut self, _: &Record<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    fn frame(&mut self, _: &Frame<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl<S: PacketSink + ?Sized> PacketSink for Box<S> {
+    fn record(&mut self, rec: &Record<'_>) -> Result<()> {
+        (**self).record(rec)
+    }
+
+    fn frame(&mut self, f: &Frame<'_>) -> Result<()> {
+        (**self).frame(f)
+    }
+
+    fn done(&self) -> bool {
+        (**self).done()
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        (**self).flush()
+    }
+}

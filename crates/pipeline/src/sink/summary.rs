@@ -1,0 +1,241 @@
+//! Where aguri summaries go: standard output, one file (all summaries one
+//! after another, as aguri writes them), a directory (one file per
+//! interval, named by its start), or an archive that keeps the summaries
+//! and rolls them up into hourly and daily ones as time passes.
+//! Also the reading side: summary files and directories of them.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use aguri::summary::file_stamp;
+use aguri::{parse_summaries, Merger, Metric, Summary};
+
+use crate::error::{display_path, Error, Result};
+
+const NS: u64 = 1_000_000_000;
+const HOUR_NS: u64 = 3600 * NS;
+const DAY_NS: u64 = 86_400 * NS;
+
+enum Out {
+    /// `Stdout`, not its lock, so that a capture thread can own the writer.
+    Stdout(io::Stdout),
+    File(BufWriter<File>, PathBuf),
+    Dir(PathBuf),
+}
+
+/// Writes summaries as aguri text or JSON lines.
+pub struct SummaryWriter {
+    out: Out,
+    json: bool,
+    written: u64,
+}
+
+impl SummaryWriter {
+    /// `None` or `-`: standard output; a path ending in `/` or an existing
+    /// directory: one file per summary in it (created if need be); else one file.
+    pub fn new(target: Option<&Path>, json: bool) -> Result<SummaryWriter> {
+        let out = match target {
+            None => Out::Stdout(io::stdout()),
+            Some(p) if p.as_os_str() == "-" => Out::Stdout(io::stdout()),
+            Some(p) if p.as_os_str().to_string_lossy().ends_with('/') || p.is_dir() => {
+                fs::create_dir_all(p).map_err(|e| out_error(p, &e))?;
+                Out::Dir(p.to_path_buf())
+            }
+            Some(p) => Out::File(
+                BufWriter::new(File::create(p).map_err(|e| out_error(p, &e))?),
+                p.to_path_buf(),
+            ),
+        };
+        Ok(SummaryWriter {
+            out,
+            json,
+            written: 0,
+        })
+    }
+
+    /// A directory of one file per summary.
+    pub fn dir(dir: &Path, json: bool) -> Result<SummaryWriter> {
+        // A trailing separator makes DIR a directory, as `-w DIR/`.
+        SummaryWriter::new(Some(&dir.join("")), json)
+    }
+
+    fn text(&self, s: &Summary) -> Result<String> {
+        if self.json {
+            let mut t =
+                serde_json::to_string(&s.json()).map_err(|e| Error::input(e.to_string()))?;
+            t.push('\n');
+            Ok(t)
+        } else {
+            Ok(s.to_string())
+        }
+    }
+
+    pub fn write(&mut self, s: &Summary) -> Result<()> {
+        let text = self.text(s)?;
+        match &mut self.out {
+            Out::Stdout(o) => o
+                .write_all(text.as_bytes())
+                .map_err(|e| Error::output("standard output", &e))?,
+            Out::File(f, p) => f.write_all(text.as_bytes()).map_err(|e| out_error(p, &e))?,
+            Out::Dir(d) => {
+                let ext = if self.json { "json" } else { "agr" };
+                let path = d.join(format!("{}.{ext}", file_stamp(s.start_ns)));
+                fs::write(&path, text).map_err(|e| out_error(&path, &e))?;
+            }
+        }
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Summaries written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    pub fn finish(self) -> Result<()> {
+        match self.out {
+            Out::Stdout(mut o) => o.flush().map_err(|e| Error::output("standard output", &e)),
+            Out::File(mut f, p) => f.flush().map_err(|e| out_error(&p, &e)),
+            Out::Dir(_) => Ok(()),
+        }
+    }
+}
+
+fn out_error(p: &Path, e: &io::Error) -> Error {
+    Error::output(display_path(p), e)
+}
+
+/// The base, hourly and daily directories of an archive.
+pub struct Archive {
+    base: SummaryWriter,
+    hourly: SummaryWriter,
+    daily: SummaryWriter,
+    hour: Merger,
+    day: Merger,
+}
+
+impl Archive {
+    /// `DIR/5min` (or `DIR/{interval}s`), `DIR/hourly`, `DIR/daily`; hours
+    /// and days re-aggregated with `budget` nodes, `metric` and `threshold`.
+    pub fn new(
+        dir: &Path,
+        interval_s: u64,
+        json: bool,
+        budget: usize,
+        metric: Metric,
+        threshold: f64,
+    ) -> Result<Archive> {
+        let name = if interval_s == 300 {
+            "5min".to_string()
+        } else {
+            format!("{interval_s}s")
+        };
+        let sub = |n: &str| SummaryWriter::dir(&dir.join(n), json);
+        Ok(Archive {
+            base: sub(&name)?,
+            hourly: sub("hourly")?,
+            daily: sub("daily")?,
+            hour: Merger::new(HOUR_NS, budget, metric, threshold),
+            day: Merger::new(DAY_NS, budget, metric, threshold),
+        })
+    }
+
+    fn add(&mut self, s: &Summary) -> Result<()> {
+        self.base.write(s)?;
+        if let Some(h) = self.hour.add(s).map_err(|e| Error::input(e.to_string()))? {
+            self.hour_done(&h)?;
+        }
+        Ok(())
+    }
+
+    fn hour_done(&mut self, h: &Summary) -> Result<()> {
+        self.hourly.write(h)?;
+        if let Some(d) = self.day.add(h).map_err(|e| Error::input(e.to_string()))? {
+            self.daily.write(&d)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<()> {
+        if let Some(h) = self.hour.finish() {
+            self.hour_done(&h)?;
+        }
+        if let Some(d) = self.day.finish() {
+            self.daily.write(&d)?;
+        }
+        self.base.finish()?;
+        self.hourly.finish()?;
+        self.daily.finish()
+    }
+}
+
+/// Where a profiler's summaries go.
+pub enum SummarySink {
+    Plain(SummaryWriter),
+    Archive(Box<Archive>),
+}
+
+impl SummarySink {
+    pub fn add(&mut self, s: &Summary) -> Result<()> {
+        match self {
+            SummarySink::Plain(w) => w.write(s),
+            SummarySink::Archive(a) => a.add(s),
+        }
+    }
+
+    /// Summaries written (the base ones, for an archive).
+    pub fn written(&self) -> u64 {
+        match self {
+            SummarySink::Plain(w) => w.written(),
+            SummarySink::Archive(a) => a.base.written(),
+        }
+    }
+
+    pub fn finish(self) -> Result<()> {
+        match self {
+            SummarySink::Plain(w) => w.finish(),
+            SummarySink::Archive(a) => a.finish(),
+        }
+    }
+}
+
+/// The summary files named, directories expanded to their files in name order.
+pub fn summary_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in inputs {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = fs::read_dir(p)
+                .map_err(|e| Error::file(p, e))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.is_file())
+                .collect();
+            v.sort();
+            files.extend(v);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// Every summary in `inputs`; errors name FILE:LINE:COLUMN.
+pub fn read_summaries(inputs: &[PathBuf]) -> Result<Vec<Summary>> {
+    let mut all = Vec::new();
+    for f in summary_files(inputs)? {
+        let bytes = fs::read(&f).map_err(|e| Error::file(&f, e))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            Error::file(
+                &f,
+                format!(
+                    "byte {}: not UTF-8 text (expected an aguri summary)",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })?;
+        let v = parse_summaries(&text)
+            .map_err(|e| Error::input(format!("{}:{e}", display_path(&f))))?;
+        all.extend(v);
+    }
+    Ok(all)
+}

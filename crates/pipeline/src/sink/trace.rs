@@ -1,0 +1,301 @@
+//! Where `-w` sends packets: a trace file (rotated as tcpdump's -C/-G) or
+//! standard output, through the trace store's writer.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use trace::format::Codec;
+use trace::rotate::{RotateConfig, RotatingWriter};
+use trace::write::{TraceWriter, WriteStats, WriterConfig};
+use trace::{Record, Section, TsResolution};
+
+use crate::error::{display_path, write_error, Error, Result};
+use crate::packet::Frame;
+use crate::sink::PacketSink;
+
+/// `--compress-threads`: how many threads compress blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompressThreads {
+    /// Chosen by codec, see [`CompressThreads::resolve`].
+    Auto,
+    /// This many (0 and 1: on the writing thread).
+    Count(usize),
+}
+
+impl CompressThreads {
+    /// Parses `auto` or a number of threads.
+    pub fn parse(s: &str) -> std::result::Result<CompressThreads, String> {
+        if s == "auto" {
+            return Ok(CompressThreads::Auto);
+        }
+        match s.parse::<usize>() {
+            Ok(n) if n <= trace::write::MAX_THREADS => Ok(CompressThreads::Count(n)),
+            _ => Err(format!(
+                "expected auto or a number of threads 0..={}",
+                trace::write::MAX_THREADS
+            )),
+        }
+    }
+
+    /// The writer's thread count. `auto` gives lz4 and uncompressed output
+    /// one thread: lz4 compresses at several GB/s on one core (see
+    /// `trace::write::DEFAULT_BLOCK_SIZE`), faster than a 10 GbE link, so
+    /// handing blocks over would cost more than it frees. zstd and gzip
+    /// (some hundreds and some tens of MB/s per core) get the cores less
+    /// the one the capture's consumer runs on, at least 1 and at most 4.
+    pub fn resolve(self, codec: Codec) -> usize {
+        match (self, codec) {
+            (CompressThreads::Count(n), _) => n,
+            (CompressThreads::Auto, Codec::Lz4 | Codec::None) => 1,
+            (CompressThreads::Auto, Codec::Zstd | Codec::Gzip) => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                cores.saturating_sub(1).clamp(1, 4)
+            }
+        }
+    }
+}
+
+/// How to write a trace: the writer's settings, rotation, and the pcap
+/// timestamp precision (`None`: as the input's first interface).
+#[derive(Clone, Debug)]
+pub struct TraceSettings {
+    pub writer: WriterConfig,
+    pub compress_threads: CompressThreads,
+    pub rotation: RotateConfig,
+    pub nanos: Option<bool>,
+}
+
+/// A writer that is opened when the first record arrives, so that pcap
+/// output can take its timestamp precision from the input's first interface.
+pub struct TraceSink {
+    path: PathBuf,
+    config: WriterConfig,
+    rotation: RotateConfig,
+    nanos: Option<bool>,
+    /// A section header that came before the first interface or packet.
+    pending_section: Option<Section>,
+    state: State,
+}
+
+enum State {
+    Pending,
+    Files(Box<RotatingWriter>),
+    Stdout(Box<TraceWriter<File>>),
+}
+
+/// What was written, for the closing summary.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SinkSummary {
+    pub files: Vec<PathBuf>,
+    pub packets: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub ratio: f64,
+    pub blocks: u64,
+    pub raw_blocks: u64,
+    pub dropped_records: u64,
+}
+
+impl TraceSink {
+    /// Checks the settings; nothing is created until the first record.
+    pub fn new(path: &Path, s: &TraceSettings) -> Result<TraceSink> {
+        let stdout = path.as_os_str() == "-";
+        let mut config = s.writer.clone();
+        config.threads = s.compress_threads.resolve(config.codec);
+        // No sidecar beside standard output or a device (`-w /dev/full`).
+        let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file());
+        config.index &= !stdout && !special;
+        config.validate().map_err(|e| Error::usage(e.to_string()))?;
+        if stdout && s.rotation != RotateConfig::default() {
+            return Err(Error::usage(
+                "-C and -G need a file name, not standard output",
+            ));
+        }
+        s.rotation
+            .validate()
+            .map_err(|e| Error::usage(e.to_string()))?;
+        Ok(TraceSink {
+            path: path.to_path_buf(),
+            config,
+            rotation: s.rotation,
+            nanos: s.nanos,
+            pending_section: None,
+            state: State::Pending,
+        })
+    }
+
+    /// The path given (`FILE`, or the rotation's pattern).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn open(&mut self, tsresol: TsResolution) -> Result<()> {
+        self.config.nanos = self.nanos.unwrap_or(tsresol != TsResolution::MICRO);
+        self.state = if self.path.as_os_str() == "-" {
+            // Write to a duplicate of fd 1 as a File: std's Stdout is line
+            // buffered, which would split binary blocks at every 0x0a byte.
+            let fd = io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| Error::output("standard output", &e))?;
+            let w = TraceWriter::new(File::from(fd), self.config.clone())
+                .map_err(|e| write_error(&self.path, e))?;
+            State::Stdout(Box::new(w))
+        } else {
+            let w = RotatingWriter::new(&self.path, self.config.clone(), self.rotation)
+                .map_err(|e| write_error(&self.path, e))?;
+            State::Files(Box::new(w))
+        };
+        Ok(())
+    }
+
+    #[inline]
+    fn write_opened(&mut self, rec: &Record) -> Result<()> {
+        let r = match &mut self.state {
+            State::Files(w) => w.write_record(rec),
+            State::Stdout(w) => w.write_record(rec),
+            State::Pending => Ok(()),
+        };
+        r.map_err(|e| write_error(&self.path, e))
+    }
+
+    /// Ends the current block now, so that a reader of the file sees every
+    /// packet given so far (a one-packet block each time, if called per packet).
+    pub fn flush_block(&mut self) -> Result<()> {
+        let r = match &mut self.state {
+            State::Files(w) => w.flush_block(),
+            State::Stdout(w) => w.flush_block(),
+            State::Pending => Ok(()),
+        };
+        r.map_err(|e| write_error(&self.path, e))
+    }
+
+    /// Closes the output properly (end mark, index) and says what was written.
+    pub fn finish(self) -> Result<SinkSummary> {
+        let written: Vec<(PathBuf, WriteStats)> = match self.state {
+            State::Pending => return Ok(SinkSummary::default().with_ratio()),
+            State::Files(w) => w.finish().map_err(|e| write_error(&self.path, e))?,
+            State::Stdout(w) => vec![(
+                self.path.clone(),
+                w.finish().map_err(|e| write_error(&self.path, e))?,
+            )],
+        };
+        let mut s = SinkSummary::default();
+        for (path, stats) in written {
+            s.add(&SinkSummary::of(path, &stats));
+        }
+        Ok(s)
+    }
+}
+
+impl PacketSink for TraceSink {
+    /// Writes one record (sections, interfaces and other blocks too).
+    #[inline]
+    fn record(&mut self, rec: &Record) -> Result<()> {
+        if matches!(self.state, State::Pending) {
+            let tsresol = match rec {
+                Record::Interface(i) => i.tsresol,
+                Record::Packet(p) => p.tsresol,
+                Record::Section(s) => {
+                    // The precision comes from the first interface: wait for it.
+                    self.pending_section = Some((*s).clone());
+                    return Ok(());
+                }
+                Record::Block(_) => TsResolution::MICRO,
+            };
+            self.open(tsresol)?;
+            if let Some(section) = self.pending_section.take() {
+                self.write_opened(&Record::Section(&section))?;
+            }
+        }
+        self.write_opened(rec)
+    }
+
+    /// Writes a packet with a default header (captures, generators).
+    fn frame(&mut self, f: &Frame<'_>) -> Result<()> {
+        if matches!(self.state, State::Pending) {
+            self.open(TsResolution::NANO)?;
+        }
+        let r = match &mut self.state {
+            State::Files(w) => w.write_packet(f.link_type, f.ts_ns, f.orig_len, f.data),
+            State::Stdout(w) => w.write_packet(f.link_type, f.ts_ns, f.orig_len, f.data),
+            State::Pending => Ok(()),
+        };
+        r.map_err(|e| write_error(&self.path, e))
+    }
+}
+
+impl SinkSummary {
+    fn of(path: PathBuf, s: &WriteStats) -> SinkSummary {
+        SinkSummary {
+            files: vec![path],
+            packets: s.packets,
+            bytes_in: s.bytes_in,
+            bytes_out: s.bytes_out,
+            ratio: 0.0,
+            blocks: s.blocks,
+            raw_blocks: s.raw_blocks,
+            dropped_records: s.dropped_records,
+        }
+        .with_ratio()
+    }
+
+    fn with_ratio(mut self) -> SinkSummary {
+        self.ratio = if self.bytes_in == 0 {
+            1.0
+        } else {
+            self.bytes_out as f64 / self.bytes_in as f64
+        };
+        self
+    }
+
+    /// Adds another output's figures (rotated files, one file per ring).
+    pub fn add(&mut self, o: &SinkSummary) {
+        self.files.extend(o.files.iter().cloned());
+        self.packets += o.packets;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.blocks += o.blocks;
+        self.raw_blocks += o.raw_blocks;
+        self.dropped_records += o.dropped_records;
+        *self = std::mem::take(self).with_ratio();
+    }
+
+    /// `written 1000 packets to out.pcap.lz4: 1518000 -> 301234 bytes (ratio 0.198), 3 of 47 blocks stored raw`.
+    pub fn describe(&self) -> String {
+        let names: Vec<String> = self.files.iter().map(|p| display_path(p)).collect();
+        let mut s = format!(
+            "written {} packets to {}: {} -> {} bytes (ratio {:.3})",
+            self.packets,
+            if names.is_empty() {
+                "(nothing)".to_string()
+            } else {
+                names.join(", ")
+            },
+            self.bytes_in,
+            self.bytes_out,
+            self.ratio
+        );
+        if self.blocks > 0 {
+            s.push_str(&format!(
+                ", {} of {} blocks stored raw",
+                self.raw_blocks, self.blocks
+            ));
+        }
+        if self.dropped_records > 0 {
+            s.push_str(&format!(
+                "; {} pcapng records the output format cannot hold were left out",
+                self.dropped_records
+            ));
+        }
+        s
+    }
+
+    /// Whether the trace itself went to standard output.
+    pub fn on_stdout(&self) -> bool {
+        self.files.iter().any(|p| p.as_os_str() == "-")
+    }
+}

@@ -1,0 +1,58 @@
+//! Stages: what is done to each packet between its source and its sinks.
+//!
+//! [`Stages`] holds the filter (S3) and the profiler (S4) of a run. A
+//! packet goes through the filter first; the profiler counts what the
+//! filter keeps. A packet is parsed once: the filter's slice is handed to
+//! the profiler; a profiler alone reads the flow with `wire::flow_bits`,
+//! its measured fast path; with no stage, nothing is parsed.
+
+pub mod census;
+pub mod filter;
+pub mod profile;
+
+use ::filter::{Action, Filter};
+
+use crate::error::Result;
+use crate::packet::Frame;
+use crate::stage::profile::ProfileStage;
+
+/// The filter and the profiler of a run, either or both absent.
+#[derive(Default)]
+pub struct Stages {
+    pub filter: Option<Filter>,
+    pub profile: Option<ProfileStage>,
+}
+
+impl Stages {
+    /// The filter's verdict on `frame` (Pass without a filter), after
+    /// which the profiler counts it if it was kept.
+    #[inline(always)]
+    pub fn packet(&mut self, frame: Frame<'_>) -> Result<Action> {
+        match (&mut self.filter, &mut self.profile) {
+            (None, None) => Ok(Action::Pass),
+            (None, Some(p)) => p.frame(&frame).map(|_| Action::Pass),
+            (Some(f), profile) => {
+                let slice = wire::slice(frame.link_type, frame.data);
+                let action = f.apply_slice(&slice, u64::from(frame.orig_len)).action;
+                if let (Action::Pass, Some(p)) = (action, profile) {
+                    p.sliced(&frame, &slice)?;
+                }
+                Ok(action)
+            }
+        }
+    }
+
+    /// Whether there is no stage: every packet passes, unparsed.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.filter.is_none() && self.profile.is_none()
+    }
+
+    /// A live source's heartbeat: every packet before `now_ns` has been seen.
+    pub fn watermark(&mut self, now_ns: u64) -> Result<()> {
+        match self.profile.as_mut() {
+            Some(p) => p.advance(now_ns),
+            None => Ok(()),
+        }
+    }
+}
