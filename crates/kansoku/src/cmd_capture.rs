@@ -123,8 +123,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
             filter: filter.clone(),
             profile: None,
         };
-        let mut chain = Chain::new(stages, print.then_some(out));
-        chain.limit = None;
+        let chain = Chain::new(stages, print.then_some(out));
         lanes.push(Lane { ring, chain });
     }
     if let Some(user) = &user {
@@ -178,7 +177,7 @@ fn finish(
     stats: CaptureStats,
     report: &mut Report,
 ) -> pipeline::Result<()> {
-    let r = CaptureReport::close_lanes(&args.interface, lanes, &stats, report, |o| o.finish(false));
+    let r = CaptureReport::close_lanes(&args.interface, lanes, &stats, report, Out::close);
     if args.json {
         // Packet lines own standard output when there is no -w.
         let to_stdout = args

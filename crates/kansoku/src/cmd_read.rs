@@ -8,7 +8,7 @@ use trace::time::parse_time;
 use crate::args::ReadArgs;
 use pipeline::sink::lines::Printer;
 
-use crate::output::Out;
+use crate::output::{report_summary, Out};
 use crate::progress::Progress;
 use crate::signals;
 
@@ -36,7 +36,10 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
     progress.finish();
     // Close the output before reporting anything: nothing written is lost.
     if let Some(out) = chain.passed {
-        if let Err(e) = out.finish(args.json) {
+        let closed = out
+            .close()
+            .and_then(|s| s.map_or(Ok(()), |s| report_summary(&s, args.json)));
+        if let Err(e) = closed {
             report.failed(e);
         }
     }

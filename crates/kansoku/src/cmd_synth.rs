@@ -40,9 +40,8 @@ pub fn run(args: &SynthArgs) -> pipeline::Result<Report> {
     let mut report = pipeline::run(&mut source, &mut chain, ctl);
     progress.finish();
     if let Some(sink) = chain.passed {
-        match sink.finish() {
-            Ok(s) => report_summary(&s, args.json)?,
-            Err(e) => report.failed(e),
+        if let Err(e) = sink.finish().and_then(|s| report_summary(&s, args.json)) {
+            report.failed(e);
         }
     }
     // Synthetic traffic has no file to be cut short of: a stop is its end.

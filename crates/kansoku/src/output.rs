@@ -38,19 +38,12 @@ impl PacketSink for Out {
 }
 
 impl Out {
-    /// Flushes the lines or closes the trace; a written trace is summed up
-    /// (JSON on standard output, unless the trace went there).
-    pub fn finish(self, json: bool) -> pipeline::Result<Option<SinkSummary>> {
+    /// Flushes the lines or closes the trace; for a trace, what it holds.
+    pub fn close(self) -> pipeline::Result<Option<SinkSummary>> {
         match self {
             Out::Print(mut p) => PacketSink::flush(&mut p).map(|_| None),
             Out::Trace(t) => t.finish().map(Some),
         }
-        .and_then(|s| {
-            if let Some(s) = &s {
-                report_summary(s, json)?;
-            }
-            Ok(s)
-        })
     }
 }
 

@@ -1,6 +1,6 @@
 //! A packet as the stages see it: a frame with its link type and time.
 
-use trace::{Packet, PacketKind, Record, TsResolution};
+use trace::{Packet, PacketKind, TsResolution};
 use wire::LinkType;
 
 /// A captured frame with its link type and time; what every source yields
@@ -38,13 +38,5 @@ impl<'a> Frame<'a> {
             options: &[],
             kind: PacketKind::Pcap,
         }
-    }
-}
-
-/// The packet of a record, if it is one.
-pub fn packet_of<'r, 'a>(rec: &'r Record<'a>) -> Option<&'r Packet<'a>> {
-    match rec {
-        Record::Packet(p) => Some(p),
-        _ => None,
     }
 }

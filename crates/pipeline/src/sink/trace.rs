@@ -127,11 +127,6 @@ impl TraceSink {
         })
     }
 
-    /// The path given (`FILE`, or the rotation's pattern).
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn open(&mut self, tsresol: TsResolution) -> Result<()> {
         self.config.nanos = self.nanos.unwrap_or(tsresol != TsResolution::MICRO);
         self.state = if self.path.as_os_str() == "-" {

@@ -413,6 +413,21 @@ pub struct LaneSource<'q> {
     taken: u64,
 }
 
+impl LaneSource<'_> {
+    /// Done with the current batch: its bytes are free again, and it goes
+    /// back for reuse (freed if the pool is full or the ring thread is gone).
+    fn end_batch(&mut self) -> LaneItem<'static> {
+        let mut watermark = None;
+        if let Some(mut b) = self.current.take() {
+            self.in_flight.done(b.bytes());
+            watermark = b.watermark_ns();
+            b.clear();
+            let _ = self.back.try_send(b);
+        }
+        LaneItem::BatchEnd { watermark }
+    }
+}
+
 impl Source for LaneSource<'_> {
     type Item<'a>
         = LaneItem<'a>
@@ -427,19 +442,7 @@ impl Source for LaneSource<'_> {
         loop {
             match &mut self.current {
                 Some(b) if self.at < b.bytes() => break,
-                Some(_) => {
-                    // Done with this batch: its bytes are free again, and it
-                    // goes back for reuse (freed if the pool is full or the
-                    // ring thread is gone).
-                    let Some(mut b) = self.current.take() else {
-                        continue;
-                    };
-                    self.in_flight.done(b.bytes());
-                    let watermark = b.watermark_ns();
-                    b.clear();
-                    let _ = self.back.try_send(b);
-                    return Ok(Some(LaneItem::BatchEnd { watermark }));
-                }
+                Some(_) => return Ok(Some(self.end_batch())),
                 None => match self.rx.recv() {
                     Ok(b) => {
                         self.current = Some(b);
