@@ -229,6 +229,8 @@ pub struct Sa {
     pub lifetime_soft: Option<u64>,
     /// `-u ID`.
     pub reqid: Option<u32>,
+    /// ESP in UDP (RFC 3948): the UDP source and destination ports.
+    pub encap_udp: Option<(u16, u16)>,
     /// Where the `add` line is (1-based line).
     pub line: usize,
 }
@@ -562,6 +564,7 @@ fn parse_add(st: &[Word<'_>]) -> Result<Sa, ParseError> {
         lifetime_hard: None,
         lifetime_soft: None,
         reqid: None,
+        encap_udp: None,
         line: st[0].line,
     };
     while let Some(opt) = ws.peek() {

@@ -1,0 +1,678 @@
+//! The SA and policy tables, and the two directions a packet takes through
+//! them.
+//!
+//! Outbound, a packet is protected by the SAs its policy names (the first
+//! `spdadd ... -P out` whose selectors match, its transforms applied in the
+//! order listed, so `esp/transport//require ah/transport//require` gives
+//! IP|AH|ESP), or, in a file without policy lines, by the ESP and then the AH
+//! SA whose `add` addresses are the packet's own. Tunnel mode is an outer IP
+//! header (DSCP/ECN and DF copied from the inner packet, TTL 64) around the
+//! packet, then the transform as in transport mode. ESP in UDP (RFC 3948)
+//! puts a UDP header (checksum 0 over IPv4, computed over IPv6) before ESP.
+//!
+//! Inbound, fragments of ESP/AH (and of UDP when an SA uses ESP in UDP) are
+//! reassembled first, then each ESP/AH header is removed in turn (SA by SPI
+//! and destination), a tunnel's inner packet taken out, and the result
+//! checked against the first `-P in` policy that covers it. Every refusal is
+//! counted by its [`Reject`] reason, and per SA as `ip -s xfrm state` shows.
+
+use std::net::IpAddr;
+
+use crate::ah;
+use crate::config::{Config, Level, Mode, Policy, PolicyAction, PolicyDir, Protocol, Upper};
+use crate::crypto::{KeyError, Keying};
+use crate::esp;
+use crate::frag::{Reassembler, Step};
+use crate::ip::{self, Layout, AH, ESP, IPV4_IN_IP, IPV6_IN_IP, NO_NEXT, UDP};
+use crate::reject::Reject;
+use crate::sa::SaState;
+
+/// How the engine keys its SAs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    pub keying: Keying,
+}
+
+/// What happened to an outbound packet that was not refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outbound {
+    /// Protected: the result is in `out`.
+    Protected,
+    /// No policy or SA covers it: it goes as it is (`out` untouched).
+    Bypass,
+}
+
+/// What happened to an inbound packet that was not refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inbound {
+    /// ESP/AH removed: the packet is in `out`.
+    Decapsulated,
+    /// Not IPsec (and no policy asks it to be): it goes as it is.
+    Clear,
+    /// A fragment kept until the rest arrives.
+    Held,
+}
+
+/// Totals over everything the engine saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub protected: u64,
+    pub bypassed: u64,
+    pub decapsulated: u64,
+    pub clear: u64,
+    pub held: u64,
+    pub reassembled: u64,
+    /// Datagrams whose fragments never all came (timed out or evicted).
+    pub fragments_timed_out: u64,
+    /// UDP 4500 datagrams that were not ESP: IKE (non-ESP marker) and
+    /// NAT keepalives.
+    pub udp_not_esp: u64,
+}
+
+/// A policy's selectors, resolved for one packet.
+struct Selectors {
+    src: IpAddr,
+    dst: IpAddr,
+    protocol: u8,
+    ports: Option<(u16, u16)>,
+}
+
+/// At most this many transforms apply to one packet (an AH+ESP bundle is 2).
+const MAX_BUNDLE: usize = 4;
+
+pub struct Engine {
+    sas: Vec<SaState>,
+    policies: Vec<Policy>,
+    has_in_policies: bool,
+    has_out_policies: bool,
+    /// (protocol, SPI, SA index), sorted: the inbound lookup.
+    by_spi: Vec<(u8, u32, usize)>,
+    /// The UDP ports SAs receive ESP in UDP on.
+    natt_ports: Vec<u16>,
+    frag: Reassembler,
+    now: u64,
+    ip_id: u16,
+    rejects: [u64; Reject::ALL.len()],
+    totals: Totals,
+    bufs: [Vec<u8>; 2],
+    tunnel: Vec<u8>,
+    zeroed: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl Engine {
+    /// Keys every SA of `cfg`.
+    pub fn new(cfg: &Config, opts: Options) -> Result<Engine, KeyError> {
+        let sas = cfg
+            .sas
+            .iter()
+            .map(|sa| {
+                SaState::new(sa, opts.keying)
+                    .map_err(|e| KeyError(format!("line {}: {}", sa.line, e.0)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut by_spi: Vec<(u8, u32, usize)> = sas
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.sa.protocol.number(), s.sa.spi, i))
+            .collect();
+        by_spi.sort_unstable();
+        let mut natt_ports: Vec<u16> = sas
+            .iter()
+            .filter_map(|s| s.sa.encap_udp.map(|(_, d)| d))
+            .collect();
+        natt_ports.sort_unstable();
+        natt_ports.dedup();
+        Ok(Engine {
+            has_in_policies: cfg.policies.iter().any(|p| p.dir == PolicyDir::In),
+            has_out_policies: cfg.policies.iter().any(|p| p.dir == PolicyDir::Out),
+            policies: cfg.policies.clone(),
+            sas,
+            by_spi,
+            natt_ports,
+            frag: Reassembler::default(),
+            now: 0,
+            ip_id: 1,
+            rejects: [0; Reject::ALL.len()],
+            totals: Totals::default(),
+            bufs: [Vec::with_capacity(2048), Vec::with_capacity(2048)],
+            tunnel: Vec::with_capacity(2048),
+            zeroed: Vec::with_capacity(64),
+            scratch: Vec::with_capacity(64),
+        })
+    }
+
+    /// Sets the engine's clock (seconds; a trace's packet time, or the
+    /// wall clock): lifetimes and fragment timeouts run on it.
+    pub fn set_now(&mut self, secs: u64) {
+        self.now = secs;
+    }
+
+    /// The IPv4 identification the next tunnel-mode outer header gets (it
+    /// counts up from there): how the RFCs' sample tunnel packets are
+    /// reproduced.
+    pub fn set_next_ip_id(&mut self, id: u16) {
+        self.ip_id = id.wrapping_sub(1);
+    }
+
+    pub fn sas(&self) -> &[SaState] {
+        &self.sas
+    }
+
+    /// The SA with this protocol and SPI (to set a test vector's IV).
+    pub fn sa_mut(&mut self, protocol: Protocol, spi: u32) -> Option<&mut SaState> {
+        self.sas
+            .iter_mut()
+            .find(|s| s.sa.protocol == protocol && s.sa.spi == spi)
+    }
+
+    /// Refusals by reason, every reason listed.
+    pub fn rejects(&self) -> impl Iterator<Item = (Reject, u64)> + '_ {
+        Reject::ALL.iter().map(|r| (*r, self.rejects[r.index()]))
+    }
+
+    pub fn totals(&self) -> Totals {
+        Totals {
+            reassembled: self.frag.reassembled,
+            fragments_timed_out: self.frag.timed_out,
+            ..self.totals
+        }
+    }
+
+    /// Datagrams waiting for fragments.
+    pub fn fragments_waiting(&self) -> usize {
+        self.frag.waiting()
+    }
+
+    /// Protects the IP packet `pkt` as policy says, into `out`.
+    pub fn outbound(&mut self, pkt: &[u8], out: &mut Vec<u8>) -> Result<Outbound, Reject> {
+        let r = self.outbound_inner(pkt, out);
+        match r {
+            Ok(Outbound::Protected) => self.totals.protected += 1,
+            Ok(Outbound::Bypass) => self.totals.bypassed += 1,
+            Err(e) => self.rejects[e.index()] += 1,
+        }
+        r
+    }
+
+    /// Checks and removes ESP/AH from the IP packet `pkt`, into `out`.
+    pub fn inbound(&mut self, pkt: &[u8], out: &mut Vec<u8>) -> Result<Inbound, Reject> {
+        let r = self.inbound_inner(pkt, out);
+        match r {
+            Ok(Inbound::Decapsulated) => self.totals.decapsulated += 1,
+            Ok(Inbound::Clear) => self.totals.clear += 1,
+            Ok(Inbound::Held) => self.totals.held += 1,
+            Err(e) => self.rejects[e.index()] += 1,
+        }
+        r
+    }
+
+    fn outbound_inner(&mut self, pkt: &[u8], out: &mut Vec<u8>) -> Result<Outbound, Reject> {
+        let l = Layout::parse(pkt)?;
+        let pkt = &pkt[..l.total_len];
+        let mut chosen = [0usize; MAX_BUNDLE];
+        let n = self.select_out(pkt, &l, &mut chosen)?;
+        if n == 0 {
+            return Ok(Outbound::Bypass);
+        }
+        let [mut a, mut b] = std::mem::take(&mut self.bufs);
+        let mut r = Ok(());
+        for (i, &idx) in chosen[..n].iter().enumerate() {
+            let input: &[u8] = if i == 0 { pkt } else { &a };
+            let target = if i + 1 == n { &mut *out } else { &mut b };
+            target.clear();
+            r = self.apply_out(idx, input, target);
+            if r.is_err() {
+                break;
+            }
+            if i + 1 < n {
+                std::mem::swap(&mut a, &mut b);
+            }
+        }
+        self.bufs = [a, b];
+        r.map(|()| Outbound::Protected)
+    }
+
+    /// Picks the SAs for an outbound packet, in the order to apply them.
+    fn select_out(
+        &self,
+        pkt: &[u8],
+        l: &Layout,
+        chosen: &mut [usize; MAX_BUNDLE],
+    ) -> Result<usize, Reject> {
+        if !self.has_out_policies {
+            // By the `add` lines' own addresses: ESP, then AH around it.
+            let mut n = 0;
+            for proto in [Protocol::Esp, Protocol::Ah] {
+                if let Some(i) = self
+                    .sas
+                    .iter()
+                    .position(|s| s.sa.protocol == proto && s.sa.src == l.src && s.sa.dst == l.dst)
+                {
+                    chosen[n] = i;
+                    n += 1;
+                }
+            }
+            return Ok(n);
+        }
+        let sel = selectors(pkt, l);
+        let Some(p) = self
+            .policies
+            .iter()
+            .find(|p| p.dir == PolicyDir::Out && covers(p, &sel))
+        else {
+            return Ok(0);
+        };
+        match &p.action {
+            PolicyAction::Discard => Err(Reject::PolicyDiscard),
+            PolicyAction::None => Ok(0),
+            PolicyAction::Ipsec(ts) => {
+                let mut n = 0;
+                for t in ts.iter().take(MAX_BUNDLE) {
+                    let (s, d) = t.tunnel.unwrap_or((l.src, l.dst));
+                    let found = self.sas.iter().position(|x| {
+                        x.sa.protocol == t.protocol
+                            && x.sa.mode == t.mode
+                            && x.sa.src == s
+                            && x.sa.dst == d
+                    });
+                    match found {
+                        Some(i) => {
+                            chosen[n] = i;
+                            n += 1;
+                        }
+                        None if matches!(t.level, Level::Require | Level::Unique) => {
+                            return Err(Reject::NoSaForPolicy)
+                        }
+                        None => {}
+                    }
+                }
+                Ok(n)
+            }
+        }
+    }
+
+    /// Applies SA `idx` to the whole IP packet `input`, into `out`.
+    fn apply_out(&mut self, idx: usize, input: &[u8], out: &mut Vec<u8>) -> Result<(), Reject> {
+        if !self.sas[idx].alive(self.now) {
+            return Err(Reject::Expired);
+        }
+        let mut tunnel = std::mem::take(&mut self.tunnel);
+        let input = if self.sas[idx].mode() == Mode::Tunnel {
+            let (src, dst) = (self.sas[idx].sa.src, self.sas[idx].sa.dst);
+            self.ip_id = self.ip_id.wrapping_add(1);
+            wrap(input, src, dst, self.ip_id, &mut tunnel)?;
+            &tunnel[..]
+        } else {
+            input
+        };
+        let r = self.transport_out(idx, input, out);
+        self.tunnel = tunnel;
+        r
+    }
+
+    /// Inserts ESP or AH behind the IP header of `input`.
+    fn transport_out(&mut self, idx: usize, input: &[u8], out: &mut Vec<u8>) -> Result<(), Reject> {
+        let l = Layout::parse(input)?;
+        if l.fragment {
+            return Err(Reject::Fragment);
+        }
+        let header = &input[..l.header_len];
+        let payload = &input[l.header_len..l.total_len];
+        let ihl = if l.v6 { 40 } else { l.header_len };
+        let sa = &mut self.sas[idx];
+        out.extend_from_slice(header);
+        match sa.protocol() {
+            Protocol::Esp => {
+                let udp = sa.sa.encap_udp;
+                let udp_at = out.len();
+                match udp {
+                    Some((s, d)) => {
+                        out[l.protocol_at] = UDP;
+                        out.extend_from_slice(&s.to_be_bytes());
+                        out.extend_from_slice(&d.to_be_bytes());
+                        out.extend_from_slice(&[0; 4]);
+                    }
+                    None => out[l.protocol_at] = ESP,
+                }
+                esp::seal(sa, payload, l.protocol, out)?;
+                check_size(out, l.v6)?;
+                if udp.is_some() {
+                    let ulen = (out.len() - udp_at) as u16;
+                    out[udp_at + 4..udp_at + 6].copy_from_slice(&ulen.to_be_bytes());
+                    if l.v6 {
+                        let c = ip::udp_checksum(l.src, l.dst, &out[udp_at..]);
+                        out[udp_at + 6..udp_at + 8].copy_from_slice(&c.to_be_bytes());
+                    }
+                }
+                ip::fix_lengths(out, l.v6, ihl);
+            }
+            Protocol::Ah => {
+                out[l.protocol_at] = AH;
+                let ah_at = out.len();
+                let seq = ah::push_header(sa, l.protocol, l.v6, out)?;
+                out.extend_from_slice(payload);
+                check_size(out, l.v6)?;
+                ip::fix_lengths(out, l.v6, ihl);
+                ah::zero_mutable(&out[..ah_at], l.v6, &mut self.zeroed)?;
+                ah::fill_icv(sa, out, ah_at, &self.zeroed, seq);
+            }
+        }
+        Ok(())
+    }
+
+    fn inbound_inner(&mut self, pkt: &[u8], out: &mut Vec<u8>) -> Result<Inbound, Reject> {
+        let mut l = Layout::parse(pkt)?;
+        let whole;
+        let mut cur: &[u8] = &pkt[..l.total_len];
+        if l.fragment {
+            let p = Reassembler::protocol_of(cur, &l);
+            let keep =
+                matches!(p, Some(ESP | AH)) || (p == Some(UDP) && !self.natt_ports.is_empty());
+            if !keep {
+                return self.check_clear(cur, &l);
+            }
+            match self.frag.add(cur, &l, self.now)? {
+                Step::Held => return Ok(Inbound::Held),
+                Step::Done(v) => {
+                    whole = v;
+                    l = Layout::parse(&whole)?;
+                    cur = &whole[..];
+                }
+            }
+        }
+        let [mut a, mut b] = std::mem::take(&mut self.bufs);
+        let mut applied = [0usize; MAX_BUNDLE];
+        let mut n = 0;
+        let mut r = Ok(());
+        // The result of each layer goes to `b`, then becomes the input.
+        let mut in_a = false;
+        while n < MAX_BUNDLE {
+            let input: &[u8] = if in_a { &a } else { cur };
+            let layer = match l.protocol {
+                ESP => Some((ESP, l.header_len)),
+                AH => Some((AH, l.header_len)),
+                UDP if !self.natt_ports.is_empty() => match self.natt(input, &l) {
+                    Ok(Some(at)) => Some((ESP, at)),
+                    Ok(None) => None,
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                },
+                _ => None,
+            };
+            let Some((proto, at)) = layer else { break };
+            b.clear();
+            let res = if proto == ESP {
+                self.esp_in(input, &l, at, &mut b)
+            } else {
+                self.ah_in(input, &l, &mut b)
+            };
+            match res {
+                Ok(idx) => {
+                    applied[n] = idx;
+                    n += 1;
+                }
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+            match Layout::parse(&b) {
+                Ok(nl) => l = nl,
+                Err(e) => {
+                    r = Err(e.into());
+                    break;
+                }
+            }
+            std::mem::swap(&mut a, &mut b);
+            in_a = true;
+        }
+        let result = match r {
+            Err(e) => Err(e),
+            Ok(()) if n == 0 => {
+                let c = self.check_clear(cur, &l);
+                self.bufs = [a, b];
+                return c;
+            }
+            Ok(()) => {
+                let sel = selectors(&a, &l);
+                match self.check_in(&sel, &applied[..n]) {
+                    Ok(()) => {
+                        out.clear();
+                        out.extend_from_slice(&a);
+                        Ok(Inbound::Decapsulated)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        self.bufs = [a, b];
+        result
+    }
+
+    /// A packet that carries no ESP/AH: clear, unless a policy wants IPsec.
+    fn check_clear(&self, pkt: &[u8], l: &Layout) -> Result<Inbound, Reject> {
+        if self.has_in_policies {
+            self.check_in(&selectors(pkt, l), &[])?;
+        }
+        Ok(Inbound::Clear)
+    }
+
+    /// Whether the SAs `applied` satisfy the first inbound policy covering
+    /// the decapsulated packet.
+    fn check_in(&self, sel: &Selectors, applied: &[usize]) -> Result<(), Reject> {
+        if !self.has_in_policies {
+            return Ok(());
+        }
+        let Some(p) = self
+            .policies
+            .iter()
+            .find(|p| p.dir == PolicyDir::In && covers(p, sel))
+        else {
+            return Ok(());
+        };
+        match &p.action {
+            PolicyAction::Discard => Err(Reject::PolicyDiscard),
+            PolicyAction::None => Ok(()),
+            PolicyAction::Ipsec(ts) => {
+                let ok = ts.iter().all(|t| {
+                    !matches!(t.level, Level::Require | Level::Unique)
+                        || applied.iter().any(|&i| {
+                            let s = &self.sas[i].sa;
+                            s.protocol == t.protocol
+                                && s.mode == t.mode
+                                && t.tunnel.is_none_or(|(a, b)| s.src == a && s.dst == b)
+                        })
+                });
+                if ok {
+                    Ok(())
+                } else {
+                    Err(Reject::PolicyMismatch)
+                }
+            }
+        }
+    }
+
+    /// For a UDP datagram to an ESP-in-UDP port: where ESP starts, or `None`
+    /// for IKE (non-ESP marker) and NAT keepalives, which pass as they are.
+    fn natt(&mut self, input: &[u8], l: &Layout) -> Result<Option<usize>, Reject> {
+        let u = l.header_len;
+        let Some(h) = input.get(u..u + 8) else {
+            return Err(Reject::Truncated);
+        };
+        let dport = u16::from_be_bytes([h[2], h[3]]);
+        if self.natt_ports.binary_search(&dport).is_err() {
+            return Ok(None);
+        }
+        let body = &input[u + 8..l.total_len];
+        if body.len() == 1 && body[0] == 0xff || body.len() >= 4 && body[..4] == [0; 4] {
+            self.totals.udp_not_esp += 1;
+            return Ok(None);
+        }
+        if body.len() < 4 {
+            self.totals.udp_not_esp += 1;
+            return Ok(None);
+        }
+        Ok(Some(u + 8))
+    }
+
+    fn lookup(&self, proto: u8, spi: u32, dst: IpAddr) -> Option<usize> {
+        let from = self
+            .by_spi
+            .partition_point(|&(p, s, _)| (p, s) < (proto, spi));
+        self.by_spi[from..]
+            .iter()
+            .take_while(|&&(p, s, _)| (p, s) == (proto, spi))
+            .map(|&(_, _, i)| i)
+            .find(|&i| self.sas[i].sa.dst == dst)
+    }
+
+    /// Removes the ESP at `at` from `input` into `out`; returns the SA.
+    fn esp_in(
+        &mut self,
+        input: &[u8],
+        l: &Layout,
+        at: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, Reject> {
+        let esp = &input[at..l.total_len];
+        let spi = esp::spi(esp).ok_or(Reject::Truncated)?;
+        let idx = self.lookup(ESP, spi, l.dst).ok_or(Reject::NoSa)?;
+        let sa = &mut self.sas[idx];
+        if !sa.alive(self.now) {
+            return Err(Reject::Expired);
+        }
+        let tunnel = sa.mode() == Mode::Tunnel;
+        if !tunnel {
+            out.extend_from_slice(&input[..l.header_len]);
+        }
+        let nh = esp::open(sa, esp, out)?;
+        finish_in(out, l, nh, tunnel)?;
+        Ok(idx)
+    }
+
+    /// Checks and removes the AH of `input` into `out`; returns the SA.
+    fn ah_in(&mut self, input: &[u8], l: &Layout, out: &mut Vec<u8>) -> Result<usize, Reject> {
+        let packet = &input[..l.total_len];
+        let h = ah::header(&packet[l.header_len..])?;
+        let idx = self.lookup(AH, h.spi, l.dst).ok_or(Reject::NoSa)?;
+        if !self.sas[idx].alive(self.now) {
+            return Err(Reject::Expired);
+        }
+        ah::zero_mutable(&packet[..l.header_len], l.v6, &mut self.zeroed)?;
+        let sa = &mut self.sas[idx];
+        ah::verify(
+            sa,
+            packet,
+            l.header_len,
+            &h,
+            &self.zeroed,
+            &mut self.scratch,
+        )?;
+        let tunnel = sa.mode() == Mode::Tunnel;
+        if !tunnel {
+            out.extend_from_slice(&packet[..l.header_len]);
+        }
+        out.extend_from_slice(&packet[l.header_len + h.len..]);
+        finish_in(out, l, h.next_header, tunnel)?;
+        Ok(idx)
+    }
+}
+
+/// After ESP/AH came off: a tunnel's inner packet must be IP; transport
+/// mode gets its protocol and lengths back.
+fn finish_in(out: &mut [u8], l: &Layout, nh: u8, tunnel: bool) -> Result<(), Reject> {
+    if nh == NO_NEXT {
+        return Err(Reject::Dummy);
+    }
+    if tunnel {
+        if !matches!(nh, IPV4_IN_IP | IPV6_IN_IP) {
+            return Err(Reject::Malformed);
+        }
+        Layout::parse(out)?;
+        return Ok(());
+    }
+    out[l.protocol_at] = nh;
+    check_size(out, l.v6)?;
+    ip::fix_lengths(out, l.v6, if l.v6 { 40 } else { l.header_len });
+    Ok(())
+}
+
+fn check_size(p: &[u8], v6: bool) -> Result<(), Reject> {
+    let max = if v6 { 40 + 65_535 } else { 65_535 };
+    if p.len() > max {
+        Err(Reject::TooBig)
+    } else {
+        Ok(())
+    }
+}
+
+/// Puts `inner` in an outer IP header from `src` to `dst` (RFC 4301 §5.1.2:
+/// DSCP and ECN copied, DF copied from an IPv4 inner packet, TTL 64).
+fn wrap(inner: &[u8], src: IpAddr, dst: IpAddr, id: u16, out: &mut Vec<u8>) -> Result<(), Reject> {
+    let l = Layout::parse(inner)?;
+    let inner = &inner[..l.total_len];
+    let (tos, df) = if l.v6 {
+        (((inner[0] & 0x0f) << 4) | (inner[1] >> 4), false)
+    } else {
+        (inner[1], inner[6] & 0x40 != 0)
+    };
+    let nh = if l.v6 { IPV6_IN_IP } else { IPV4_IN_IP };
+    out.clear();
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            out.extend_from_slice(&[0x45, tos, 0, 0]);
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&[if df { 0x40 } else { 0 }, 0, 64, nh, 0, 0]);
+            out.extend_from_slice(&s.octets());
+            out.extend_from_slice(&d.octets());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            out.extend_from_slice(&[0x60 | (tos >> 4), tos << 4, 0, 0, 0, 0, nh, 64]);
+            out.extend_from_slice(&s.octets());
+            out.extend_from_slice(&d.octets());
+        }
+        _ => return Err(Reject::Malformed),
+    }
+    out.extend_from_slice(inner);
+    check_size(out, src.is_ipv6())?;
+    ip::fix_lengths(out, src.is_ipv6(), 20);
+    Ok(())
+}
+
+fn selectors(pkt: &[u8], l: &Layout) -> Selectors {
+    let ports = match l.protocol {
+        6 | 17 | 132 if !l.fragment => pkt.get(l.header_len..l.header_len + 4).map(|p| {
+            (
+                u16::from_be_bytes([p[0], p[1]]),
+                u16::from_be_bytes([p[2], p[3]]),
+            )
+        }),
+        _ => None,
+    };
+    Selectors {
+        src: l.src,
+        dst: l.dst,
+        protocol: l.protocol,
+        ports,
+    }
+}
+
+fn covers(p: &Policy, s: &Selectors) -> bool {
+    if !p.src.contains(s.src) || !p.dst.contains(s.dst) {
+        return false;
+    }
+    if let Upper::Protocol(n) = p.upper {
+        if n != s.protocol {
+            return false;
+        }
+    }
+    match (p.src_port, p.dst_port) {
+        (None, None) => true,
+        (sp, dp) => s
+            .ports
+            .is_some_and(|(a, b)| sp.is_none_or(|x| x == a) && dp.is_none_or(|x| x == b)),
+    }
+}

@@ -1,0 +1,186 @@
+//! ESP (RFC 4303): the packet from the SPI to the ICV.
+//!
+//! ```text
+//! SPI(4) | sequence number, low 32 bits(4) | IV | payload | padding
+//!        | pad length(1) | next header(1) | ICV
+//! ```
+//!
+//! The payload, padding, pad length and next header are encrypted. With a
+//! separate integrity algorithm the ICV covers SPI to next header, with the
+//! ESN's high 32 bits appended (§2.2.1) though not sent; with an AEAD
+//! (RFC 4106, RFC 7634) the associated data is SPI and sequence number
+//! (SPI, high and low halves with ESN) and the tag is the ICV. Padding is
+//! 1, 2, 3, ... (§2.4), to the cipher's block (4 bytes for null and the
+//! AEADs).
+
+use crate::crypto::MAX_ICV;
+use crate::reject::Reject;
+use crate::sa::SaState;
+
+/// Appends to `out` the ESP packet that carries `payload` with next header
+/// `next_header`, taking the SA's next sequence number.
+pub(crate) fn seal(
+    sa: &mut SaState,
+    payload: &[u8],
+    next_header: u8,
+    out: &mut Vec<u8>,
+) -> Result<(), Reject> {
+    let seq = sa.next_seq().ok_or(Reject::SeqOverflow)?;
+    let Some(cipher) = sa.cipher.as_ref() else {
+        return Err(Reject::NoSa);
+    };
+    let iv_len = cipher.iv_len();
+    let align = cipher.align();
+    let tag_len = cipher.tag_len();
+    let icv_len = sa.integrity.as_ref().map_or(0, |i| i.icv_len());
+    let pad = (align - (payload.len() + 2) % align) % align;
+    let start = out.len();
+    let body = start + 8 + iv_len;
+    out.reserve(8 + iv_len + payload.len() + pad + 2 + tag_len + icv_len);
+    out.extend_from_slice(&sa.sa.spi.to_be_bytes());
+    out.extend_from_slice(&(seq as u32).to_be_bytes());
+    out.resize(body, 0);
+    out.extend_from_slice(payload);
+    out.extend((1..=pad).map(|i| i as u8));
+    out.push(pad as u8);
+    out.push(next_header);
+
+    let hi = ((seq >> 32) as u32).to_be_bytes();
+    if cipher.is_aead() {
+        let iv = sa.aead_iv(seq);
+        let cipher = sa.cipher.as_ref().ok_or(Reject::NoSa)?;
+        out[start + 8..body].copy_from_slice(&iv);
+        let mut aad = [0u8; 12];
+        let aad = esp_aad(&out[start..start + 8], sa.sa.esn, hi, &mut aad);
+        let tag = cipher
+            .seal(&iv, aad, &mut out[body..])
+            .ok_or(Reject::Malformed)?;
+        out.extend_from_slice(&tag);
+    } else {
+        let mut iv = [0u8; 16];
+        sa.fill_iv(&mut iv[..iv_len]);
+        out[start + 8..body].copy_from_slice(&iv[..iv_len]);
+        let cipher = sa.cipher.as_ref().ok_or(Reject::NoSa)?;
+        if !cipher.cbc_encrypt(&iv[..iv_len], &mut out[body..]) {
+            return Err(Reject::Malformed);
+        }
+        if let Some(integ) = sa.integrity.as_ref() {
+            let mut icv = [0u8; MAX_ICV];
+            let esn: &[u8] = if sa.sa.esn { &hi } else { &[] };
+            integ.compute(&[&out[start..], esn], &mut icv);
+            out.extend_from_slice(&icv[..icv_len]);
+        }
+    }
+    sa.counters.packets += 1;
+    sa.counters.bytes += payload.len() as u64;
+    Ok(())
+}
+
+/// SPI and sequence number as the AEAD's associated data (RFC 4106 §5).
+fn esp_aad<'a>(spi_seq: &[u8], esn: bool, hi: [u8; 4], buf: &'a mut [u8; 12]) -> &'a [u8] {
+    if esn {
+        buf[..4].copy_from_slice(&spi_seq[..4]);
+        buf[4..8].copy_from_slice(&hi);
+        buf[8..12].copy_from_slice(&spi_seq[4..8]);
+        &buf[..]
+    } else {
+        buf[..8].copy_from_slice(&spi_seq[..8]);
+        &buf[..8]
+    }
+}
+
+/// The SPI of the ESP packet `esp`.
+pub(crate) fn spi(esp: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(esp.get(..4)?.try_into().ok()?))
+}
+
+/// Checks and decrypts the ESP packet `esp` (SPI to ICV), appending its
+/// payload to `out`. Returns the next header and the full sequence number;
+/// the replay window has accepted it when this returns `Ok`.
+pub(crate) fn open(sa: &mut SaState, esp: &[u8], out: &mut Vec<u8>) -> Result<u8, Reject> {
+    let Some(cipher) = sa.cipher.as_ref() else {
+        return Err(Reject::NoSa);
+    };
+    let iv_len = cipher.iv_len();
+    let align = cipher.align();
+    let icv_len = cipher.tag_len() + sa.integrity.as_ref().map_or(0, |i| i.icv_len());
+    let Some(body_len) = esp.len().checked_sub(8 + iv_len + icv_len) else {
+        sa.counters.malformed += 1;
+        return Err(Reject::Truncated);
+    };
+    if body_len < 2 || body_len % align != 0 {
+        sa.counters.malformed += 1;
+        return Err(Reject::Truncated);
+    }
+    let low = u32::from_be_bytes([esp[4], esp[5], esp[6], esp[7]]);
+    let authenticated = sa.authenticates();
+    let seq = sa.window.infer(low);
+    if authenticated {
+        if let Err(e) = sa.window.check(seq) {
+            count_replay(sa, e.into());
+            return Err(e.into());
+        }
+    }
+    let hi = ((seq >> 32) as u32).to_be_bytes();
+    let body = 8 + iv_len;
+    let (covered, icv) = esp.split_at(esp.len() - icv_len);
+    let start = out.len();
+    if cipher.is_aead() {
+        let mut iv = [0u8; 8];
+        iv.copy_from_slice(&esp[8..body]);
+        let mut aad = [0u8; 12];
+        let aad = esp_aad(&esp[..8], sa.sa.esn, hi, &mut aad);
+        out.extend_from_slice(&covered[body..]);
+        if !cipher.open(&iv, aad, &mut out[start..], icv) {
+            out.truncate(start);
+            sa.counters.integrity_failed += 1;
+            return Err(Reject::Integrity);
+        }
+    } else {
+        if let Some(integ) = sa.integrity.as_ref() {
+            let esn: &[u8] = if sa.sa.esn { &hi } else { &[] };
+            if !integ.verify(&[covered, esn], icv) {
+                sa.counters.integrity_failed += 1;
+                return Err(Reject::Integrity);
+            }
+        }
+        out.extend_from_slice(&covered[body..]);
+        if !cipher.cbc_decrypt(&esp[8..body], &mut out[start..]) {
+            out.truncate(start);
+            sa.counters.malformed += 1;
+            return Err(Reject::Truncated);
+        }
+    }
+    // The trailer: padding 1, 2, 3, ..., its length, the next header.
+    let end = out.len();
+    let next_header = out[end - 1];
+    let pad = usize::from(out[end - 2]);
+    let padding_ok = pad + 2 <= end - start
+        && out[end - 2 - pad..end - 2]
+            .iter()
+            .enumerate()
+            .all(|(i, b)| usize::from(*b) == i + 1);
+    if !padding_ok {
+        out.truncate(start);
+        sa.counters.padding_failed += 1;
+        return Err(Reject::Padding);
+    }
+    out.truncate(end - 2 - pad);
+    if authenticated {
+        if let Err(e) = sa.window.accept(seq) {
+            out.truncate(start);
+            count_replay(sa, e.into());
+            return Err(e.into());
+        }
+    }
+    sa.counters.packets += 1;
+    sa.counters.bytes += (out.len() - start) as u64;
+    Ok(next_header)
+}
+
+pub(crate) fn count_replay(sa: &mut SaState, r: Reject) {
+    match r {
+        Reject::TooOld => sa.counters.replay_window += 1,
+        _ => sa.counters.replay += 1,
+    }
+}

@@ -1,0 +1,228 @@
+//! The IP headers ESP and AH are inserted behind: where a packet's
+//! upper-layer payload starts, and the header fields an encapsulation
+//! rewrites (protocol, lengths, the IPv4 checksum).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// IPv6 extension headers that come before ESP/AH in transport mode
+/// (hop-by-hop, routing, destination options) and the fragment header.
+pub(crate) const HOP_BY_HOP: u8 = 0;
+pub(crate) const ROUTING: u8 = 43;
+pub(crate) const FRAGMENT: u8 = 44;
+pub(crate) const DEST_OPTS: u8 = 60;
+pub(crate) const IPV4_IN_IP: u8 = 4;
+pub(crate) const IPV6_IN_IP: u8 = 41;
+pub(crate) const ESP: u8 = 50;
+pub(crate) const AH: u8 = 51;
+pub(crate) const UDP: u8 = 17;
+pub(crate) const NO_NEXT: u8 = 59;
+
+/// Why an IP packet cannot be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// Shorter than its header, or than its length field says.
+    Truncated,
+    /// Not IPv4 or IPv6, or a header length that cannot be.
+    BadHeader,
+}
+
+/// Where things are in one IP packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub v6: bool,
+    /// Bytes of IP header, IPv6 extension headers that precede ESP/AH
+    /// included: where ESP or AH goes (transport mode) or is (inbound).
+    pub header_len: usize,
+    /// The packet's length by its own length field (trailing link padding
+    /// excluded).
+    pub total_len: usize,
+    /// The protocol of what follows `header_len`.
+    pub protocol: u8,
+    /// Offset of the byte that holds `protocol` (IPv4 header's protocol
+    /// field, or the last extension header's next-header field).
+    pub protocol_at: usize,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// A fragment (IPv4 MF or offset; an IPv6 fragment header).
+    pub fragment: bool,
+}
+
+impl Layout {
+    /// Reads the headers of `p`, whose first byte is the IP version.
+    pub(crate) fn parse(p: &[u8]) -> Result<Layout, Malformed> {
+        match p.first().map(|b| b >> 4) {
+            Some(4) => {
+                if p.len() < 20 {
+                    return Err(Malformed::Truncated);
+                }
+                let ihl = usize::from(p[0] & 0x0f) * 4;
+                let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
+                if ihl < 20 || total < ihl {
+                    return Err(Malformed::BadHeader);
+                }
+                if p.len() < total {
+                    return Err(Malformed::Truncated);
+                }
+                let frag = u16::from_be_bytes([p[6], p[7]]);
+                Ok(Layout {
+                    v6: false,
+                    header_len: ihl,
+                    total_len: total,
+                    protocol: p[9],
+                    protocol_at: 9,
+                    src: IpAddr::V4(Ipv4Addr::new(p[12], p[13], p[14], p[15])),
+                    dst: IpAddr::V4(Ipv4Addr::new(p[16], p[17], p[18], p[19])),
+                    fragment: frag & 0x3fff != 0,
+                })
+            }
+            Some(6) => {
+                if p.len() < 40 {
+                    return Err(Malformed::Truncated);
+                }
+                let total = 40 + usize::from(u16::from_be_bytes([p[4], p[5]]));
+                if p.len() < total {
+                    return Err(Malformed::Truncated);
+                }
+                let mut next = p[6];
+                let mut at = 6;
+                let mut off = 40;
+                let mut fragment = false;
+                // Hop-by-hop, routing and destination options come before
+                // ESP/AH; a fragment header is remembered and walked past.
+                while matches!(next, HOP_BY_HOP | ROUTING | DEST_OPTS | FRAGMENT) {
+                    if off + 8 > total {
+                        return Err(Malformed::Truncated);
+                    }
+                    let len = if next == FRAGMENT {
+                        fragment = true;
+                        8
+                    } else {
+                        (usize::from(p[off + 1]) + 1) * 8
+                    };
+                    if off + len > total {
+                        return Err(Malformed::Truncated);
+                    }
+                    at = off;
+                    next = p[off];
+                    off += len;
+                }
+                let a = |o: usize| {
+                    let mut b = [0u8; 16];
+                    b.copy_from_slice(&p[o..o + 16]);
+                    IpAddr::V6(Ipv6Addr::from(b))
+                };
+                Ok(Layout {
+                    v6: true,
+                    header_len: off,
+                    total_len: total,
+                    protocol: next,
+                    protocol_at: at,
+                    src: a(8),
+                    dst: a(24),
+                    fragment,
+                })
+            }
+            Some(_) => Err(Malformed::BadHeader),
+            None => Err(Malformed::Truncated),
+        }
+    }
+}
+
+/// The Internet checksum of `data` (RFC 1071), folded and complemented.
+pub(crate) fn checksum(data: &[u8]) -> u16 {
+    !fold(sum(data, 0))
+}
+
+pub(crate) fn sum(data: &[u8], mut acc: u64) -> u64 {
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [b] = chunks.remainder() {
+        acc += u64::from(*b) << 8;
+    }
+    acc
+}
+
+pub(crate) fn fold(mut acc: u64) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// Sets the length field(s) of the IP packet `p` (IPv4 total length and
+/// checksum; IPv6 payload length) to its length.
+pub(crate) fn fix_lengths(p: &mut [u8], v6: bool, ipv4_header_len: usize) {
+    let len = p.len();
+    if v6 {
+        let pl = (len - 40) as u16;
+        p[4..6].copy_from_slice(&pl.to_be_bytes());
+    } else {
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[10..12].copy_from_slice(&[0, 0]);
+        let c = checksum(&p[..ipv4_header_len]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// The UDP checksum of a UDP header and payload over IPv6 (or IPv4).
+pub(crate) fn udp_checksum(src: IpAddr, dst: IpAddr, udp: &[u8]) -> u16 {
+    let mut acc = 0u64;
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            acc = sum(&s.octets(), acc);
+            acc = sum(&d.octets(), acc);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            acc = sum(&s.octets(), acc);
+            acc = sum(&d.octets(), acc);
+        }
+        _ => {}
+    }
+    acc += u64::from(UDP) + udp.len() as u64;
+    let c = !fold(sum(udp, acc));
+    if c == 0 {
+        0xffff
+    } else {
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_checksum_of_a_known_header() {
+        // RFC 3602 case 5's outer header carries checksum f9a5.
+        let mut h = [
+            0x45, 0x00, 0x00, 0x7c, 0x08, 0xf2, 0x00, 0x00, 0x40, 0x32, 0, 0, 0xc0, 0xa8, 0x7b,
+            0x03, 0xc0, 0xa8, 0x7b, 0x64,
+        ];
+        assert_eq!(checksum(&h), 0xf9a5);
+        h[10..12].copy_from_slice(&0xf9a5u16.to_be_bytes());
+        assert_eq!(checksum(&h), 0);
+    }
+
+    #[test]
+    fn layouts_and_their_refusals() {
+        let mut v6 = vec![0u8; 48];
+        v6[0] = 0x60;
+        v6[4..6].copy_from_slice(&8u16.to_be_bytes());
+        v6[6] = DEST_OPTS;
+        v6[40] = 17; // next header after the options: UDP
+        let l = Layout::parse(&v6).unwrap();
+        assert_eq!(
+            (l.header_len, l.protocol, l.protocol_at, l.fragment),
+            (48, 17, 40, false)
+        );
+        assert_eq!(Layout::parse(&v6[..47]), Err(Malformed::Truncated));
+        v6[0] = 0x70;
+        assert_eq!(Layout::parse(&v6), Err(Malformed::BadHeader));
+        assert_eq!(Layout::parse(&[]), Err(Malformed::Truncated));
+        let mut v4 = vec![0x45u8; 20];
+        v4[2..4].copy_from_slice(&19u16.to_be_bytes());
+        assert_eq!(Layout::parse(&v4), Err(Malformed::BadHeader));
+    }
+}
