@@ -363,6 +363,10 @@ impl Engine {
 
     fn inbound_inner(&mut self, pkt: &[u8], out: &mut Vec<u8>) -> Result<Inbound, Reject> {
         let mut l = Layout::parse(pkt)?;
+        // A damaged IPv4 header is dropped, as the kernel drops it.
+        if !l.v6 && ip::checksum(&pkt[..l.header_len]) != 0 {
+            return Err(Reject::Malformed);
+        }
         let whole;
         let mut cur: &[u8] = &pkt[..l.total_len];
         if l.fragment {
@@ -549,6 +553,9 @@ impl Engine {
             out.extend_from_slice(&input[..l.header_len]);
         }
         let nh = esp::open(sa, esp, out)?;
+        if nh == NO_NEXT {
+            return Err(Reject::Dummy);
+        }
         finish_in(out, l, nh, tunnel)?;
         Ok(idx)
     }
@@ -584,9 +591,6 @@ impl Engine {
 /// After ESP/AH came off: a tunnel's inner packet must be IP; transport
 /// mode gets its protocol and lengths back.
 fn finish_in(out: &mut [u8], l: &Layout, nh: u8, tunnel: bool) -> Result<(), Reject> {
-    if nh == NO_NEXT {
-        return Err(Reject::Dummy);
-    }
     if tunnel {
         if !matches!(nh, IPV4_IN_IP | IPV6_IN_IP) {
             return Err(Reject::Malformed);

@@ -54,6 +54,13 @@ impl Window {
         self.top
     }
 
+    /// Restarts the window at `top`, with nothing inside it seen (a
+    /// restored SA continuing where it stopped).
+    pub fn restart_at(&mut self, top: u64) {
+        self.top = top;
+        self.words.fill(0);
+    }
+
     /// The packets the window covers.
     pub fn size(&self) -> u32 {
         self.size

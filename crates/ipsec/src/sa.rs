@@ -128,6 +128,11 @@ impl SaState {
         self.seq_out = seq.saturating_sub(1);
     }
 
+    /// Restarts the inbound window at `top` (a restored SA).
+    pub fn set_window_top(&mut self, top: u64) {
+        self.window.restart_at(top);
+    }
+
     /// Takes the next outbound sequence number, or `None` when it would
     /// cycle (RFC 4303 §3.3.3: the SA must be replaced first).
     pub(crate) fn next_seq(&mut self) -> Option<u64> {
