@@ -1,4 +1,5 @@
-//! `capture`: live packet capture from AF_PACKET TPACKET_V3 rings.
+//! `capture`: live packet capture from AF_PACKET TPACKET_V3 rings, and the
+//! devices and sockets of the IPsec gateway.
 //!
 //! - [`ring::TpacketRing`] opens an AF_PACKET socket on one interface, maps its
 //!   TPACKET_V3 receive ring, cuts packets to the snap length in the kernel,
@@ -9,6 +10,10 @@
 //!   has no `unsafe`; this crate knows rings and sockets, not files.
 //! - [`tx::PacketSender`] sends frames out of an interface with `sendmmsg`
 //!   (the traffic generator's transmit side).
+//! - [`tun::Tun`] is a TUN device (IP packets to and from the kernel's
+//!   routing), [`rawip`] the raw IP and ESP-in-UDP sockets of an IPsec
+//!   gateway's outer side, [`poll::wait_readable`] waits on any of them with
+//!   a timeout, and [`netns::enter`] moves a thread into a network namespace.
 //! - [`privileges::User::lookup`] and [`privileges::drop_privileges`] are
 //!   `tcpdump -Z`.
 //! - [`usage::children_cpu_time`]: CPU time of ended child processes, which
@@ -18,9 +23,16 @@
 //! mapping, and the block status word shared with the kernel. Each block
 //! carries a `// SAFETY:` note.
 
+pub mod netns;
+pub mod poll;
 pub mod privileges;
+pub mod rawip;
 pub mod ring;
+mod sys;
+pub mod tun;
 pub mod tx;
 pub mod usage;
 
+pub use rawip::{RawIpReceiver, RawIpSender, SendFault, UdpEncap};
 pub use ring::{KernelStats, RingConfig, TpacketRing};
+pub use tun::Tun;
