@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kansoku's tests and benchmarks use besides the Rust toolchain:
 # tshark (the independent reader the tests check every written file with),
-# tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2. (Plots need no font
+# tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2, and
+# scapy (the IPsec tests' independent stack, from PyPI). (Plots need no font
 # package: DejaVu Sans is embedded from the dejavu crate.)
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
@@ -12,6 +13,7 @@ command -v lz4 >/dev/null 2>&1 || need+=(lz4)
 command -v zstd >/dev/null 2>&1 || need+=(zstd)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: need root to install: ${need[*]}" >&2
@@ -22,6 +24,12 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# scapy: the independent IPsec stack the ipsec tests check kansoku against
+# (with the cryptography package it uses).
+if ! python3 -c 'import scapy.layers.ipsec, cryptography' >/dev/null 2>&1; then
+    python3 -m pip install -q scapy cryptography 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages scapy cryptography
 fi
 for c in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true

@@ -134,8 +134,9 @@ pub(crate) fn fill_icv(sa: &mut SaState, packet: &mut [u8], ah_at: usize, zeroed
     integ.compute(&[zeroed, &packet[ah_at..], esn], &mut icv);
     let n = integ.icv_len();
     packet[ah_at + 12..ah_at + 12 + n].copy_from_slice(&icv[..n]);
+    let ah_len = (usize::from(packet[ah_at + 1]) + 2) * 4;
     sa.counters.packets += 1;
-    sa.counters.bytes += (packet.len() - ah_at) as u64;
+    sa.counters.bytes += packet.len().saturating_sub(ah_at + ah_len) as u64;
 }
 
 /// What an AH header says.

@@ -23,6 +23,7 @@
 pub mod capture;
 pub mod chain;
 pub mod error;
+pub mod ipsec_run;
 pub mod packet;
 pub mod report;
 pub mod run;
@@ -33,6 +34,7 @@ pub mod stage;
 pub use capture::{run_lanes, CaptureReport, Lane};
 pub use chain::{Chain, ChainCounts};
 pub use error::{display_path, Error, ErrorKind, ExitCode, Result};
+pub use ipsec_run::{Direction, IpsecCounts, IpsecRun};
 pub use packet::Frame;
 pub use report::{Drops, Report, Truncated};
 pub use run::{run, Consumer, Control, Flow, Progress, Source};

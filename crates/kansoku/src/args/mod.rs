@@ -2,6 +2,7 @@
 //! tcpdump where a user would reach for them (`-r`, `-w`, `-c`, `-C`, `-G`).
 
 mod analysis;
+mod ipsec;
 mod live;
 mod output;
 
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use analysis::*;
+pub use ipsec::*;
 pub use live::*;
 pub use output::*;
 
@@ -40,6 +42,8 @@ pub enum Command {
     /// Benchmarks against a baseline measured in the same run: `bench filter` (the engines and the paper's cost
     /// model), `bench disk`, `bench compress`, `bench capture` (capture rate vs offered load).
     Bench(bench::BenchArgs),
+    /// IPsec in userspace (ESP, AH; setkey SA files): protect or check the packets of a trace.
+    Ipsec(IpsecArgs),
     /// Plot aguri summaries: total traffic and the top aggregates over time (SVG, PNG or HTML).
     Plot(PlotArgs),
 }

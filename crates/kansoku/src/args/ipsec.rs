@@ -1,0 +1,46 @@
+//! `kansoku ipsec`: ESP and AH over traces, and (with the gateway) live.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::OutputArgs;
+
+#[derive(Debug, Args)]
+pub struct IpsecArgs {
+    #[command(subcommand)]
+    pub command: IpsecCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IpsecCommand {
+    /// Protect a trace's packets with ESP/AH: by the SA file's `spdadd ... -P out` policies, or, in a file
+    /// without policies, by the SAs whose `add` addresses are the packet's own.
+    Encap(IpsecTraceArgs),
+    /// Check and remove ESP/AH from a trace's packets (SA by SPI and destination; fragments reassembled
+    /// first; replay window, ICV, padding and `-P in` policies checked); count what is refused and why.
+    Decap(IpsecTraceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IpsecTraceArgs {
+    /// Trace to read (pcap or pcapng, plain or compressed; "-" for standard input).
+    #[arg(short = 'r', value_name = "FILE")]
+    pub read: PathBuf,
+    /// The SAs and policies: setkey(8) `add`/`spdadd` lines.
+    #[arg(long, value_name = "FILE")]
+    pub sa: PathBuf,
+    /// Also write the refused packets here, as they came (same format options as -w).
+    #[arg(long, value_name = "FILE")]
+    pub rejected: Option<PathBuf>,
+    /// Redo the key schedule and the HMAC pads for every packet, as KAME-era stacks did (slower; the
+    /// packets are the same).
+    #[arg(long)]
+    pub legacy_per_packet_keys: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the packets here.
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
