@@ -23,6 +23,9 @@ pub enum BenchCommand {
     Compress(BenchCompressArgs),
     /// Capture rate vs offered load per writer configuration in a namespace of its own (papers 000 §5 and 003).
     Capture(BenchCaptureArgs),
+    /// IPsec per packet: encap and decap throughput per suite and packet size, beside the same
+    /// primitives alone and `openssl speed` (paper 002's algorithms and today's).
+    Ipsec(BenchIpsecArgs),
     /// The capture side of `bench capture`, run by it inside its namespace: a ring into a trace
     /// file, optionally one write per packet and behind an emulated slow disk, until SIGINT.
     #[command(hide = true)]
@@ -209,6 +212,27 @@ pub struct CaptureWorkerArgs {
     #[arg(long, value_name = "MIB", default_value_t = 8)]
     pub queue_mib: usize,
     /// Print the final counters as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `kansoku bench ipsec`: what ESP and AH cost per packet.
+#[derive(Debug, Args)]
+pub struct BenchIpsecArgs {
+    /// IP packet sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1400,1500")]
+    pub sizes: Vec<usize>,
+    /// Suites to measure (default: all): ah-hmac-sha1, ah-hmac-sha256, esp-3des-cbc, esp-blowfish-cbc,
+    /// esp-3des-cbc+hmac-sha1, esp-aes-cbc+hmac-sha256, esp-aes-gcm-16, esp-chacha20-poly1305, esp-null.
+    #[arg(long, value_delimiter = ',')]
+    pub suites: Option<Vec<String>>,
+    /// Time each figure for at least this long (rounds of 2,048 packets; the median is reported).
+    #[arg(long, default_value_t = 0.3)]
+    pub min_seconds: f64,
+    /// Do not run `openssl speed` beside.
+    #[arg(long)]
+    pub no_openssl: bool,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }

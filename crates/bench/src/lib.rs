@@ -38,6 +38,7 @@ pub mod capture;
 pub mod compress;
 pub mod disk;
 pub mod filter;
+pub mod ipsec;
 pub mod netns;
 pub mod peers;
 pub mod plot;
@@ -73,6 +74,7 @@ pub fn run_to(args: &BenchArgs, stop: &AtomicBool, out: &mut dyn Write) -> Resul
         BenchCommand::Disk(a) => disk::run(a, stop, out),
         BenchCommand::Compress(a) => compress::run(a, stop, out),
         BenchCommand::Capture(a) => capture::run(a, stop, out),
+        BenchCommand::Ipsec(a) => ipsec::run(a, stop, out),
         BenchCommand::CaptureWorker(a) => worker::run(a, stop, out),
     }
 }

@@ -444,8 +444,9 @@ impl Engine {
                 let sel = selectors(&a, &l);
                 match self.check_in(&sel, &applied[..n]) {
                     Ok(()) => {
-                        out.clear();
-                        out.extend_from_slice(&a);
+                        // The result changes hands instead of being copied:
+                        // the caller's buffer becomes the engine's.
+                        std::mem::swap(out, &mut a);
                         Ok(Inbound::Decapsulated)
                     }
                     Err(e) => Err(e),

@@ -19,6 +19,7 @@
 mod ah;
 pub mod config;
 mod crypto;
+pub mod crypto_only;
 mod engine;
 mod esp;
 mod frag;
