@@ -127,7 +127,8 @@ impl EncAlg {
         }
     }
 
-    fn key_lens(self) -> &'static str {
+    /// The key lengths it takes, in words, for error messages.
+    pub(crate) fn key_lens(self) -> &'static str {
         match self {
             EncAlg::Null => "no key",
             EncAlg::TripleDesCbc => "24 bytes",
@@ -229,9 +230,10 @@ pub struct Sa {
     pub lifetime_soft: Option<u64>,
     /// `-u ID`.
     pub reqid: Option<u32>,
-    /// ESP in UDP (RFC 3948): the UDP source and destination ports.
+    /// ESP in UDP (RFC 3948): the UDP source and destination ports. setkey
+    /// has no syntax for it (None there); `ip xfrm state`'s `encap` sets it.
     pub encap_udp: Option<(u16, u16)>,
-    /// Where the `add` line is (1-based line).
+    /// Where the SA is in its file (1-based line).
     pub line: usize,
 }
 
@@ -500,6 +502,25 @@ fn number<T: TryFrom<u64>>(w: &Word<'_>, what: &str) -> Result<T, ParseError> {
     };
     v.and_then(|v| T::try_from(v).ok())
         .ok_or_else(|| err(w, format!("expected {what}, found `{t}`")))
+}
+
+/// Bytes from hex digits (no `0x`), or None if one is not a hex digit or
+/// their number is odd.
+pub(crate) fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    hex.as_bytes()
+        .chunks_exact(2)
+        .map(|pair| match pair {
+            [hi, lo] => {
+                let hi = char::from(*hi).to_digit(16)?;
+                let lo = char::from(*lo).to_digit(16)?;
+                u8::try_from(hi * 16 + lo).ok()
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 fn key(w: &Word<'_>) -> Result<Key, ParseError> {

@@ -13,6 +13,9 @@
 //!   inbound policy. Every refusal is a [`Reject`] reason, counted.
 //! - The primitives are keyed once per SA ([`Keying::PerSa`]), or for every
 //!   packet as KAME-era stacks did ([`Keying::PerPacket`]).
+//! - [`esp_sa`] reads and writes Wireshark's ESP SA table, [`xfrm`] reads
+//!   the SAs `ip xfrm state` lists, and [`read_sa_file`] tells the three
+//!   formats apart.
 
 #![forbid(unsafe_code)]
 
@@ -27,6 +30,8 @@ mod ip;
 mod reject;
 pub mod replay;
 mod sa;
+pub mod esp_sa;
+pub mod xfrm;
 
 pub use config::{
     parse_setkey, AuthAlg, Config, EncAlg, Key, Level, Mode, ParseError, Policy, PolicyAction,
@@ -63,5 +68,59 @@ add 2001:db8::1 2001:db8::2 esp 0x3003 -m tunnel -E 3des-cbc 0x01020304050607080
         Engine::new(&cfg, Options::default()).unwrap_or_else(|_| {
             Engine::new(&Default::default(), Options::default()).unwrap_or_else(|_| unreachable!())
         })
+    }
+}
+
+pub use esp_sa::{esp_sa_unwritable, parse_esp_sa, write_esp_sa};
+pub use xfrm::parse_xfrm_state;
+
+/// The SA file formats kansoku reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaFormat {
+    /// setkey(8)'s `add`/`spdadd` statements.
+    Setkey,
+    /// Wireshark's `esp_sa` table.
+    EspSa,
+    /// `ip xfrm state` output.
+    Xfrm,
+}
+
+/// Which format `text` is in, by its first word outside a `#` comment line:
+/// a double-quoted field (or an empty one, `,`) is `esp_sa`, `src` is `ip
+/// xfrm state`, anything else setkey (whose parser then names a word it
+/// does not know).
+pub fn sa_format(text: &str) -> SaFormat {
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if t.starts_with('"') || t.starts_with(',') {
+            return SaFormat::EspSa;
+        }
+        let first = t.split(|c: char| c.is_ascii_whitespace()).next();
+        return if first == Some("src") {
+            SaFormat::Xfrm
+        } else {
+            SaFormat::Setkey
+        };
+    }
+    SaFormat::Setkey
+}
+
+/// Reads SAs, and setkey's policies, from a file in any of the three
+/// formats ([`sa_format`] tells which). `esp_sa` and `ip xfrm state` have
+/// SAs only.
+pub fn read_sa_file(text: &str) -> Result<Config, ParseError> {
+    match sa_format(text) {
+        SaFormat::Setkey => parse_setkey(text),
+        SaFormat::EspSa => Ok(Config {
+            sas: parse_esp_sa(text)?,
+            policies: Vec::new(),
+        }),
+        SaFormat::Xfrm => Ok(Config {
+            sas: parse_xfrm_state(text)?,
+            policies: Vec::new(),
+        }),
     }
 }
