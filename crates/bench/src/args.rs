@@ -220,7 +220,11 @@ pub struct CaptureWorkerArgs {
 #[derive(Debug, Args)]
 pub struct BenchIpsecArgs {
     /// IP packet sizes in bytes.
-    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1400,1500")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "64,128,256,512,1024,1400,1500"
+    )]
     pub sizes: Vec<usize>,
     /// Suites to measure (default: all): ah-hmac-sha1, ah-hmac-sha256, esp-3des-cbc, esp-blowfish-cbc,
     /// esp-3des-cbc+hmac-sha1, esp-aes-cbc+hmac-sha256, esp-aes-gcm-16, esp-chacha20-poly1305, esp-null.

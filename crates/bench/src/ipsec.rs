@@ -49,10 +49,30 @@ pub fn suites() -> Vec<Suite> {
         openssl,
     };
     vec![
-        s("ah-hmac-sha1", "ah", format!("-A hmac-sha1 {K20}"), Some(("sha1", true))),
-        s("ah-hmac-sha256", "ah", format!("-A hmac-sha256 {K32}"), Some(("sha256", true))),
-        s("esp-3des-cbc", "esp", format!("-E 3des-cbc {K24}"), Some(("des-ede3-cbc", false))),
-        s("esp-blowfish-cbc", "esp", format!("-E blowfish-cbc 0x{}", &K32[2..34]), Some(("bf-cbc", false))),
+        s(
+            "ah-hmac-sha1",
+            "ah",
+            format!("-A hmac-sha1 {K20}"),
+            Some(("sha1", true)),
+        ),
+        s(
+            "ah-hmac-sha256",
+            "ah",
+            format!("-A hmac-sha256 {K32}"),
+            Some(("sha256", true)),
+        ),
+        s(
+            "esp-3des-cbc",
+            "esp",
+            format!("-E 3des-cbc {K24}"),
+            Some(("des-ede3-cbc", false)),
+        ),
+        s(
+            "esp-blowfish-cbc",
+            "esp",
+            format!("-E blowfish-cbc 0x{}", &K32[2..34]),
+            Some(("bf-cbc", false)),
+        ),
         s(
             "esp-3des-cbc+hmac-sha1",
             "esp",
@@ -65,7 +85,12 @@ pub fn suites() -> Vec<Suite> {
             format!("-E aes-cbc 0x{} -A hmac-sha256 {K32}", &K32[2..34]),
             Some(("aes-128-cbc", false)),
         ),
-        s("esp-aes-gcm-16", "esp", format!("-E aes-gcm-16 {}", &K36[..42]), Some(("aes-128-gcm", false))),
+        s(
+            "esp-aes-gcm-16",
+            "esp",
+            format!("-E aes-gcm-16 {}", &K36[..42]),
+            Some(("aes-128-gcm", false)),
+        ),
         s(
             "esp-chacha20-poly1305",
             "esp",
@@ -88,7 +113,9 @@ fn packet(len: usize, v6: bool) -> Vec<u8> {
         h.extend_from_slice(&a);
         h
     } else {
-        vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 1, 0, 1, 10, 2, 0, 1]
+        vec![
+            0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 10, 1, 0, 1, 10, 2, 0, 1,
+        ]
     };
     let hl = p.len();
     let len = len.max(hl + 8);
@@ -137,10 +164,11 @@ fn measure(
     let new = || Engine::new(&cfg, opts).map_err(|e| Error::input(e.0));
     let pkt = packet(len, v6);
     let hl = if v6 { 40 } else { 20 };
-    let mut crypto = CryptoOnly::new(&cfg.sas[0], keying, len, hl, BATCH).map_err(|e| Error::input(e.0))?;
+    let mut crypto =
+        CryptoOnly::new(&cfg.sas[0], keying, len, hl, BATCH).map_err(|e| Error::input(e.0))?;
     // Enough rounds of BATCH packets for `min_seconds` per figure.
     let mut tx = new()?;
-    let mut wires: Vec<Vec<u8>> = vec![Vec::with_capacity(len + 128); BATCH];
+    let mut wires: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(len + 128)).collect();
     let mut rounds = 5usize;
     let (mut enc, mut dec, mut cry) = (Vec::new(), Vec::new(), Vec::new());
     let mut out = Vec::with_capacity(len + 128);
@@ -171,7 +199,9 @@ fn measure(
         }
         for i in 0..BATCH {
             if !crypto.open(i, seq + i as u64 + 1) {
-                return Err(Error::input(format!("bench: crypto-only check failed ({conf})")));
+                return Err(Error::input(format!(
+                    "bench: crypto-only check failed ({conf})"
+                )));
             }
         }
         seq += BATCH as u64;
@@ -210,7 +240,12 @@ fn openssl_speed(name: &str, hmac: bool, bytes: usize) -> Option<f64> {
     // The last line: `NAME  12345.67k` (thousands of bytes per second).
     let text = String::from_utf8_lossy(&out);
     let last = text.lines().rev().find(|l| l.trim_end().ends_with('k'))?;
-    let k: f64 = last.split_whitespace().last()?.trim_end_matches('k').parse().ok()?;
+    let k: f64 = last
+        .split_whitespace()
+        .last()?
+        .trim_end_matches('k')
+        .parse()
+        .ok()?;
     Some(k / 1000.0)
 }
 
@@ -236,14 +271,20 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
             .map(|n| {
                 all.iter().find(|s| s.name == n).ok_or_else(|| {
                     let known: Vec<&str> = all.iter().map(|s| s.name).collect();
-                    Error::usage(format!("unknown suite `{n}` (expected one of {})", known.join(", ")))
+                    Error::usage(format!(
+                        "unknown suite `{n}` (expected one of {})",
+                        known.join(", ")
+                    ))
                 })
             })
             .collect::<Result<_>>()?,
     };
     let mut rows: Vec<Value> = Vec::new();
     if !args.json {
-        writeln!(out, "## IPsec per packet: the engine beside the same primitives alone (one core)\n")?;
+        writeln!(
+            out,
+            "## IPsec per packet: the engine beside the same primitives alone (one core)\n"
+        )?;
         table::header(
             out,
             &[
@@ -268,13 +309,18 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
         };
         for &keying in keyings {
             for v6 in [false, true] {
-                let (src, dst) = if v6 { ("2001:db8::1", "2001:db8::2") } else { ("10.1.0.1", "10.2.0.1") };
+                let (src, dst) = if v6 {
+                    ("2001:db8::1", "2001:db8::2")
+                } else {
+                    ("10.1.0.1", "10.2.0.1")
+                };
                 let conf = format!("add {src} {dst} {} 0x1001 {};", s.proto, s.algs);
                 for &len in &args.sizes {
                     let Some(m) = measure(&conf, keying, len, v6, args.min_seconds, stop)? else {
-                        let mut r = Report::default();
-                        r.interrupted = Some("bench ipsec".into());
-                        return Ok(r);
+                        return Ok(Report {
+                            interrupted: Some("bench ipsec".into()),
+                            ..Report::default()
+                        });
                     };
                     let both = m.encap_ns + m.decap_ns;
                     let share = m.crypto_ns / both;
@@ -330,7 +376,12 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
                 }
                 let ours = rows
                     .iter()
-                    .find(|r| r["suite"] == s.name && r["bytes"] == bytes && r["keys"] == "per SA" && r["ip"] == 4)
+                    .find(|r| {
+                        r["suite"] == s.name
+                            && r["bytes"] == bytes
+                            && r["keys"] == "per SA"
+                            && r["ip"] == 4
+                    })
                     .map(|r| {
                         r["crypto_only_bytes"].as_f64().unwrap_or(0.0)
                             / r["crypto_only_ns"].as_f64().unwrap_or(f64::INFINITY)
@@ -400,12 +451,20 @@ mod tests {
         // Every suite's SA parses and protects a packet of each version.
         for s in suites() {
             for v6 in [false, true] {
-                let (src, dst) = if v6 { ("2001:db8::1", "2001:db8::2") } else { ("10.1.0.1", "10.2.0.1") };
+                let (src, dst) = if v6 {
+                    ("2001:db8::1", "2001:db8::2")
+                } else {
+                    ("10.1.0.1", "10.2.0.1")
+                };
                 let conf = format!("add {src} {dst} {} 0x1001 {};", s.proto, s.algs);
                 let m = measure(&conf, Keying::PerSa, 200, v6, 0.0, &AtomicBool::new(false))
                     .unwrap()
                     .unwrap();
-                assert!(m.encap_ns > 0.0 && m.decap_ns > 0.0 && m.crypto_ns > 0.0, "{}", s.name);
+                assert!(
+                    m.encap_ns > 0.0 && m.decap_ns > 0.0 && m.crypto_ns > 0.0,
+                    "{}",
+                    s.name
+                );
             }
         }
     }

@@ -17,8 +17,10 @@
 //! - `-m transport|tunnel|any` (`any` is transport here), `-r WINDOW` the
 //!   anti-replay window in packets (setkey's own option; 0 turns it off),
 //!   `-lh SECONDS` / `-ls SECONDS` the hard and soft lifetimes, `-u ID`
-//!   (kept, unused); and kansoku's documented extension `-esn`, 64-bit
-//!   extended sequence numbers (RFC 4303 §2.2.1), which setkey lacks;
+//!   (kept, unused); and kansoku's documented extensions for what setkey
+//!   lacks: `-esn`, 64-bit extended sequence numbers (RFC 4303 §2.2.1), and
+//!   `-udp-encap SPORT DPORT`, ESP in UDP (RFC 3948; 4500 4500 as IKE
+//!   negotiates it);
 //! - `-E ALGO KEY` (ESP only): setkey's names `null`, `3des-cbc`,
 //!   `blowfish-cbc` (5 to 56 bytes of key), `rijndael-cbc` and its alias
 //!   `aes-cbc` (16, 24 or 32 bytes); and `aes-gcm-16` (RFC 4106: the key
@@ -230,8 +232,8 @@ pub struct Sa {
     pub lifetime_soft: Option<u64>,
     /// `-u ID`.
     pub reqid: Option<u32>,
-    /// ESP in UDP (RFC 3948): the UDP source and destination ports. setkey
-    /// has no syntax for it (None there); `ip xfrm state`'s `encap` sets it.
+    /// ESP in UDP (RFC 3948): the UDP source and destination ports
+    /// (kansoku's `-udp-encap` in setkey files; `ip xfrm state`'s `encap`).
     pub encap_udp: Option<(u16, u16)>,
     /// Where the SA is in its file (1-based line).
     pub line: usize,
@@ -604,6 +606,14 @@ fn parse_add(st: &[Word<'_>]) -> Result<Sa, ParseError> {
             "-ls" => sa.lifetime_soft = Some(number(&ws.next("seconds")?, "seconds")?),
             "-u" => sa.reqid = Some(number(&ws.next("an id")?, "an id")?),
             "-esn" => sa.esn = true,
+            "-udp-encap" => {
+                if protocol == Protocol::Ah {
+                    return Err(err(&opt, "AH cannot travel in UDP: -udp-encap is for ESP"));
+                }
+                let s = number(&ws.next("a UDP source port")?, "a UDP port")?;
+                let d = number(&ws.next("a UDP destination port")?, "a UDP port")?;
+                sa.encap_udp = Some((s, d));
+            }
             "-E" => {
                 if protocol == Protocol::Ah {
                     return Err(err(&opt, "AH does not encrypt: -E is for ESP"));

@@ -128,7 +128,9 @@ impl CryptoOnly {
         let esn: &[u8] = if self.esn { &hi } else { &[] };
         let icv = &self.icvs[i];
         match (&self.cipher, self.protocol) {
-            (Some(c), Protocol::Esp) if c.is_aead() => c.open(&seq.to_be_bytes(), &head[..8], body, icv),
+            (Some(c), Protocol::Esp) if c.is_aead() => {
+                c.open(&seq.to_be_bytes(), &head[..8], body, icv)
+            }
             (Some(c), Protocol::Esp) => {
                 if let Some(a) = &self.integrity {
                     if !a.verify(&[head, body, esn], &icv[..a.icv_len()]) {

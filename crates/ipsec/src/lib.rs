@@ -25,12 +25,12 @@ mod crypto;
 pub mod crypto_only;
 mod engine;
 mod esp;
+pub mod esp_sa;
 mod frag;
 mod ip;
 mod reject;
 pub mod replay;
 mod sa;
-pub mod esp_sa;
 pub mod xfrm;
 
 pub use config::{

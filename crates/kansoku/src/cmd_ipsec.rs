@@ -18,7 +18,8 @@ pub fn run(args: &IpsecArgs) -> pipeline::Result<Report> {
     }
 }
 
-/// Reads an SA file; errors as `FILE:LINE:COLUMN: what`.
+/// Reads an SA file: setkey lines, Wireshark's `esp_sa` table or `ip xfrm
+/// state` output; errors as `FILE:LINE:COLUMN: what`.
 pub fn load_sa_file(path: &Path) -> pipeline::Result<Config> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
     ipsec::parse_setkey(&text).map_err(|e| Error::input(format!("{}:{e}", display_path(path))))
@@ -43,6 +44,9 @@ fn over_trace(args: &IpsecTraceArgs, dir: Direction) -> pipeline::Result<Report>
         .as_deref()
         .map(|p| args.out.sink(p))
         .transpose()?;
+    if let Some(p) = &args.write_esp_sa {
+        write_esp_sa(p, &cfg)?;
+    }
     let mut source = pipeline::TraceSource::open(&args.read)?;
     let mut report = pipeline::run(&mut source, &mut run, Control::new(signals::stop_flag()));
     for sink in [run.out.take(), run.rejected.take()].into_iter().flatten() {
@@ -213,4 +217,23 @@ fn print_report(
         )?;
     }
     out.flush()
+}
+
+/// Writes Wireshark's `esp_sa` table for the file's SAs (copy it into a
+/// Wireshark profile, or point `-o uat:esp_sa:...` at its rows); an SA
+/// Wireshark 4.0 cannot decrypt is named in a comment and on stderr.
+fn write_esp_sa(path: &Path, cfg: &Config) -> pipeline::Result<()> {
+    for sa in &cfg.sas {
+        if let Some(why) = ipsec::esp_sa_unwritable(sa) {
+            eprintln!(
+                "kansoku: {}: SA {} {:#x} (line {}) not in the table: {why}",
+                display_path(path),
+                sa.protocol,
+                sa.spi,
+                sa.line
+            );
+        }
+    }
+    std::fs::write(path, ipsec::write_esp_sa(&cfg.sas))
+        .map_err(|e| Error::output(display_path(path), &e))
 }

@@ -179,6 +179,38 @@ fn scapy_and_kansoku_agree_both_ways() {
             }
         }
     }
+    // ESP in UDP (RFC 3948), transport and tunnel.
+    for (i, s) in suites()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, s)| s.proto == "esp" && s.crypt.is_some_and(|c| c.0 != "NULL"))
+    {
+        for v6 in [false, true] {
+            for mode in ["transport", "tunnel"] {
+                let (src, dst) = if v6 {
+                    ("2001:db8::1", "2001:db8::2")
+                } else {
+                    ("10.1.0.1", "10.2.0.1")
+                };
+                let dir = tmp
+                    .path()
+                    .join(format!("udp-{i}-{mode}-{}", if v6 { 6 } else { 4 }));
+                std::fs::create_dir(&dir).unwrap();
+                let mut sa = sa_json(&s, 0x1001, mode, src, dst);
+                sa["natt"] = json!(true);
+                cases.push(Case {
+                    conf: format!(
+                        "add {src} {dst} esp 0x1001 -m {mode} -udp-encap 4500 4500 {};\n",
+                        s.setkey
+                    ),
+                    sas: vec![sa],
+                    dir,
+                    v6,
+                    scapy_makes: true,
+                });
+            }
+        }
+    }
     // AH+ESP bundles: ESP first, AH around it.
     for v6 in [false, true] {
         let (src, dst) = if v6 {
@@ -306,5 +338,253 @@ fn scapy_and_kansoku_agree_both_ways() {
         for (w, g) in want.iter().zip(&got) {
             assert_eq!(ip_part(w), ip_part(g), "{}", c.conf);
         }
+    }
+}
+
+/// The ESP suites Wireshark 4.0 decrypts (Blowfish with 16-byte keys only;
+/// no ChaCha20-Poly1305 before 4.2), with whether they carry an ICV.
+fn tshark_suites() -> Vec<(String, bool)> {
+    vec![
+        ("-E null".into(), false),
+        (format!("-E 3des-cbc 0x{K24}"), false),
+        (format!("-E 3des-cbc 0x{K24} -A hmac-sha1 0x{K20}"), true),
+        (
+            format!("-E blowfish-cbc 0x{} -A hmac-sha256 0x{K32}", &K32[..32]),
+            true,
+        ),
+        (
+            format!("-E aes-cbc 0x{} -A hmac-sha1 0x{K20}", &K32[..32]),
+            true,
+        ),
+        (format!("-E aes-cbc 0x{K32} -A hmac-sha256 0x{K32}"), true),
+        (format!("-E aes-gcm-16 0x{K20}"), true),
+        (format!("-E aes-gcm-16 0x{K36}"), true),
+    ]
+}
+
+fn have_tshark() -> bool {
+    if common::tshark_available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "tshark is missing under CI: scripts/install-deps.sh installs it"
+    );
+    eprintln!("skipped: tshark is not installed");
+    false
+}
+
+/// tshark over `pcap` with the esp_sa table `table` in a profile of its
+/// own: per packet, `SPI\tnext header\ticv_good\ticv_bad`.
+fn tshark_esp(pcap: &Path, table: &Path, home: &Path) -> Vec<String> {
+    let profile = home.join(".config/wireshark");
+    std::fs::create_dir_all(&profile).unwrap();
+    std::fs::copy(table, profile.join("esp_sa")).unwrap();
+    let out = Command::new("tshark")
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .args(["-n", "-r", p(pcap)])
+        .args([
+            "-o",
+            "esp.enable_encryption_decode:TRUE",
+            "-o",
+            "esp.enable_authentication_check:TRUE",
+        ])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "esp.spi",
+            "-e",
+            "esp.protocol",
+            "-e",
+            "esp.icv_good",
+            "-e",
+            "esp.icv_bad",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for bad in ["esp_sa", "ESP SAs", "UAT", "rror", "nvalid"] {
+        assert!(!stderr.contains(bad), "tshark complained: {stderr}");
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn tshark_decrypts_every_esp_packet_kansoku_writes() {
+    if !have_tshark() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    for (i, (algs, icv)) in tshark_suites().into_iter().enumerate() {
+        for v6 in [false, true] {
+            for mode in ["transport", "tunnel"] {
+                for udp in [false, true] {
+                    let (src, dst) = if v6 {
+                        ("2001:db8::1", "2001:db8::2")
+                    } else {
+                        ("10.1.0.1", "10.2.0.1")
+                    };
+                    let dir = tmp.path().join(format!("t{i}-{v6}-{mode}-{udp}"));
+                    std::fs::create_dir(&dir).unwrap();
+                    let encap = if udp { " -udp-encap 4500 4500" } else { "" };
+                    let conf = format!("add {src} {dst} esp 0x1001 -m {mode}{encap} {algs};\n");
+                    std::fs::write(dir.join("sa.conf"), &conf).unwrap();
+                    let (plain, k, table) = (
+                        dir.join("plain.pcap"),
+                        dir.join("esp.pcap"),
+                        dir.join("esp_sa"),
+                    );
+                    let (ip, s, d) = if v6 {
+                        ("6", "2001:db8::1/128", "2001:db8::2/128")
+                    } else {
+                        ("4", "10.1.0.1/32", "10.2.0.1/32")
+                    };
+                    run_ok(&[
+                        "synth",
+                        "-c",
+                        "12",
+                        "--size",
+                        "64-1400",
+                        "--proto",
+                        "mix",
+                        "--ip",
+                        ip,
+                        "--src-net",
+                        s,
+                        "--dst-net",
+                        d,
+                        "--compress",
+                        "none",
+                        "-w",
+                        p(&plain),
+                    ]);
+                    run_ok(&[
+                        "ipsec",
+                        "encap",
+                        "-r",
+                        p(&plain),
+                        "--sa",
+                        p(&dir.join("sa.conf")),
+                        "--compress",
+                        "none",
+                        "-w",
+                        p(&k),
+                        "--write-esp-sa",
+                        p(&table),
+                    ]);
+                    // The protocols synth sends, as ESP's next header.
+                    let inner: &[&str] = match (mode, v6) {
+                        ("tunnel", false) => &["4"],
+                        ("tunnel", true) => &["41"],
+                        (_, false) => &["1", "6", "17"],
+                        (_, true) => &["6", "17", "58"],
+                    };
+                    let lines = tshark_esp(&k, &table, &dir.join("home"));
+                    assert_eq!(lines.len(), 12, "{conf}");
+                    for l in &lines {
+                        let f: Vec<&str> = l.split('\t').collect();
+                        assert_eq!(f[0], "0x00001001", "{conf}: {l}");
+                        // tshark prints the next header in hex.
+                        let nh = u8::from_str_radix(f[1].trim_start_matches("0x"), 16)
+                            .map(|n| n.to_string());
+                        assert!(
+                            nh.is_ok_and(|n| inner.contains(&n.as_str())),
+                            "{conf}: not decrypted: {l}"
+                        );
+                        let want = if icv { ("1", "0") } else { ("", "") };
+                        assert_eq!((f[2], f.get(3).copied().unwrap_or("")), want, "{conf}: {l}");
+                    }
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(n, 64);
+}
+
+#[test]
+fn one_flipped_byte_kansoku_refuses_and_tshark_marks_bad() {
+    if !have_tshark() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for (i, algs) in [
+        format!("-E aes-cbc 0x{} -A hmac-sha1 0x{K20}", &K32[..32]),
+        format!("-E aes-gcm-16 0x{K20}"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let conf = dir.join(format!("sa{i}.conf"));
+        std::fs::write(&conf, format!("add 10.1.0.1 10.2.0.1 esp 0x1001 {algs};\n")).unwrap();
+        let (plain, k, table) = (
+            dir.join("plain.pcap"),
+            dir.join(format!("esp{i}.pcap")),
+            dir.join(format!("esp_sa{i}")),
+        );
+        run_ok(&[
+            "synth",
+            "-c",
+            "5",
+            "--size",
+            "200",
+            "--proto",
+            "udp",
+            "--src-net",
+            "10.1.0.1/32",
+            "--dst-net",
+            "10.2.0.1/32",
+            "--compress",
+            "none",
+            "-w",
+            p(&plain),
+        ]);
+        run_ok(&[
+            "ipsec",
+            "encap",
+            "-r",
+            p(&plain),
+            "--sa",
+            p(&conf),
+            "--compress",
+            "none",
+            "-w",
+            p(&k),
+            "--write-esp-sa",
+            p(&table),
+        ]);
+        // The file ends with the last packet's ICV: flip a byte of it.
+        let mut bytes = std::fs::read(&k).unwrap();
+        let n = bytes.len();
+        bytes[n - 3] ^= 0x20;
+        std::fs::write(&k, &bytes).unwrap();
+        let out = run_ok(&["ipsec", "decap", "-r", p(&k), "--sa", p(&conf), "--json"]);
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (
+                r["transformed"].as_u64(),
+                r["reasons"]["integrity"].as_u64()
+            ),
+            (Some(4), Some(1)),
+            "{r}"
+        );
+        let lines = tshark_esp(&k, &table, &dir.join(format!("home{i}")));
+        assert_eq!(lines.len(), 5);
+        for l in &lines[..4] {
+            assert!(l.ends_with("\t1\t0"), "{algs}: good ICV: {l}");
+        }
+        assert!(
+            lines[4].ends_with("\t0\t1"),
+            "{algs}: bad ICV marked: {}",
+            lines[4]
+        );
     }
 }

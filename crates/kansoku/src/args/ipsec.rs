@@ -27,9 +27,13 @@ pub struct IpsecTraceArgs {
     /// Trace to read (pcap or pcapng, plain or compressed; "-" for standard input).
     #[arg(short = 'r', value_name = "FILE")]
     pub read: PathBuf,
-    /// The SAs and policies: setkey(8) `add`/`spdadd` lines.
+    /// The SAs and policies: setkey(8) `add`/`spdadd` lines (kansoku's extensions: -esn, -udp-encap SPORT
+    /// DPORT), or SAs alone as Wireshark's esp_sa table or `ip xfrm state` output.
     #[arg(long, value_name = "FILE")]
     pub sa: PathBuf,
+    /// Also write the SAs as Wireshark's esp_sa table, so that Wireshark or tshark decrypts the trace.
+    #[arg(long, value_name = "FILE")]
+    pub write_esp_sa: Option<PathBuf>,
     /// Also write the refused packets here, as they came (same format options as -w).
     #[arg(long, value_name = "FILE")]
     pub rejected: Option<PathBuf>,
