@@ -27,6 +27,9 @@ use crate::ip::{self, Layout, AH, ESP, IPV4_IN_IP, IPV6_IN_IP, NO_NEXT, UDP};
 use crate::reject::Reject;
 use crate::sa::SaState;
 
+mod in_place;
+pub use in_place::{PacketBuf, HEADROOM};
+
 /// How the engine keys its SAs.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
@@ -98,6 +101,8 @@ pub struct Engine {
     tunnel: Vec<u8>,
     zeroed: Vec<u8>,
     scratch: Vec<u8>,
+    /// The copying path's result, when the in-place one hands over.
+    scratch_out: Vec<u8>,
 }
 
 impl Engine {
@@ -139,6 +144,7 @@ impl Engine {
             tunnel: Vec::with_capacity(2048),
             zeroed: Vec::with_capacity(64),
             scratch: Vec::with_capacity(64),
+            scratch_out: Vec::with_capacity(2048),
         })
     }
 
@@ -197,7 +203,7 @@ impl Engine {
 
     /// Checks and removes ESP/AH from the IP packet `pkt`, into `out`.
     pub fn inbound(&mut self, pkt: &[u8], out: &mut Vec<u8>) -> Result<Inbound, Reject> {
-        let r = self.inbound_inner(pkt, out);
+        let r = self.inbound_inner(pkt, out, None);
         match r {
             Ok(Inbound::Decapsulated) => self.totals.decapsulated += 1,
             Ok(Inbound::Clear) => self.totals.clear += 1,
@@ -361,7 +367,14 @@ impl Engine {
         Ok(())
     }
 
-    fn inbound_inner(&mut self, pkt: &[u8], out: &mut Vec<u8>) -> Result<Inbound, Reject> {
+    /// `pre`: an SA already applied to `pkt` (by the in-place path), which
+    /// the inbound policy check counts.
+    fn inbound_inner(
+        &mut self,
+        pkt: &[u8],
+        out: &mut Vec<u8>,
+        pre: Option<usize>,
+    ) -> Result<Inbound, Reject> {
         let mut l = Layout::parse(pkt)?;
         // A damaged IPv4 header is dropped, as the kernel drops it.
         if !l.v6 && ip::checksum(&pkt[..l.header_len]) != 0 {
@@ -388,6 +401,10 @@ impl Engine {
         let [mut a, mut b] = std::mem::take(&mut self.bufs);
         let mut applied = [0usize; MAX_BUNDLE];
         let mut n = 0;
+        if let Some(i) = pre {
+            applied[0] = i;
+            n = 1;
+        }
         let mut r = Ok(());
         // The result of each layer goes to `b`, then becomes the input.
         let mut in_a = false;
@@ -441,12 +458,17 @@ impl Engine {
                 return c;
             }
             Ok(()) => {
-                let sel = selectors(&a, &l);
-                match self.check_in(&sel, &applied[..n]) {
-                    Ok(()) => {
+                let res: &[u8] = if in_a { &a } else { cur };
+                match self.check_in(&selectors(res, &l), &applied[..n]) {
+                    Ok(()) if in_a => {
                         // The result changes hands instead of being copied:
                         // the caller's buffer becomes the engine's.
                         std::mem::swap(out, &mut a);
+                        Ok(Inbound::Decapsulated)
+                    }
+                    Ok(()) => {
+                        out.clear();
+                        out.extend_from_slice(cur);
                         Ok(Inbound::Decapsulated)
                     }
                     Err(e) => Err(e),
@@ -614,33 +636,49 @@ fn check_size(p: &[u8], v6: bool) -> Result<(), Reject> {
     }
 }
 
-/// Puts `inner` in an outer IP header from `src` to `dst` (RFC 4301 §5.1.2:
-/// DSCP and ECN copied, DF copied from an IPv4 inner packet, TTL 64).
-fn wrap(inner: &[u8], src: IpAddr, dst: IpAddr, id: u16, out: &mut Vec<u8>) -> Result<(), Reject> {
-    let l = Layout::parse(inner)?;
-    let inner = &inner[..l.total_len];
-    let (tos, df) = if l.v6 {
+/// The outer IP header from `src` to `dst` for the inner packet `inner`
+/// (RFC 4301 §5.1.2: DSCP and ECN copied, DF copied from an IPv4 inner
+/// packet, TTL 64), lengths left for the caller: the bytes and their count.
+pub(crate) fn outer_header(
+    inner: &[u8],
+    v6_inner: bool,
+    src: IpAddr,
+    dst: IpAddr,
+    id: u16,
+) -> Result<([u8; 40], usize), Reject> {
+    let (tos, df) = if v6_inner {
         (((inner[0] & 0x0f) << 4) | (inner[1] >> 4), false)
     } else {
         (inner[1], inner[6] & 0x40 != 0)
     };
-    let nh = if l.v6 { IPV6_IN_IP } else { IPV4_IN_IP };
-    out.clear();
+    let nh = if v6_inner { IPV6_IN_IP } else { IPV4_IN_IP };
+    let mut h = [0u8; 40];
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            out.extend_from_slice(&[0x45, tos, 0, 0]);
-            out.extend_from_slice(&id.to_be_bytes());
-            out.extend_from_slice(&[if df { 0x40 } else { 0 }, 0, 64, nh, 0, 0]);
-            out.extend_from_slice(&s.octets());
-            out.extend_from_slice(&d.octets());
+            h[..4].copy_from_slice(&[0x45, tos, 0, 0]);
+            h[4..6].copy_from_slice(&id.to_be_bytes());
+            h[6..12].copy_from_slice(&[if df { 0x40 } else { 0 }, 0, 64, nh, 0, 0]);
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
+            Ok((h, 20))
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            out.extend_from_slice(&[0x60 | (tos >> 4), tos << 4, 0, 0, 0, 0, nh, 64]);
-            out.extend_from_slice(&s.octets());
-            out.extend_from_slice(&d.octets());
+            h[..8].copy_from_slice(&[0x60 | (tos >> 4), tos << 4, 0, 0, 0, 0, nh, 64]);
+            h[8..24].copy_from_slice(&s.octets());
+            h[24..40].copy_from_slice(&d.octets());
+            Ok((h, 40))
         }
-        _ => return Err(Reject::Malformed),
+        _ => Err(Reject::Malformed),
     }
+}
+
+/// Puts `inner` in an outer IP header from `src` to `dst` ([`outer_header`]).
+fn wrap(inner: &[u8], src: IpAddr, dst: IpAddr, id: u16, out: &mut Vec<u8>) -> Result<(), Reject> {
+    let l = Layout::parse(inner)?;
+    let inner = &inner[..l.total_len];
+    let (h, n) = outer_header(inner, l.v6, src, dst, id)?;
+    out.clear();
+    out.extend_from_slice(&h[..n]);
     out.extend_from_slice(inner);
     check_size(out, src.is_ipv6())?;
     ip::fix_lengths(out, src.is_ipv6(), 20);

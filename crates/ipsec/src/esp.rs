@@ -17,6 +17,11 @@ use crate::crypto::MAX_ICV;
 use crate::reject::Reject;
 use crate::sa::SaState;
 
+/// Bytes ESP puts before the payload for `sa`: SPI, sequence number, IV.
+pub(crate) fn head_len(sa: &SaState) -> usize {
+    8 + sa.cipher.as_ref().map_or(0, |c| c.iv_len())
+}
+
 /// Appends to `out` the ESP packet that carries `payload` with next header
 /// `next_header`, taking the SA's next sequence number.
 pub(crate) fn seal(
@@ -24,6 +29,23 @@ pub(crate) fn seal(
     payload: &[u8],
     next_header: u8,
     out: &mut Vec<u8>,
+) -> Result<(), Reject> {
+    let start = out.len();
+    out.reserve(head_len(sa) + payload.len() + 64);
+    out.resize(start + head_len(sa), 0);
+    out.extend_from_slice(payload);
+    seal_at(sa, out, start, next_header)
+}
+
+/// Seals, in place, the ESP packet that starts at `start` in `out`: the
+/// first [`head_len`] bytes there are filled in (SPI, sequence number, IV),
+/// the payload after them up to the end of `out` is encrypted, and the
+/// trailer and ICV are appended. Taking the SA's next sequence number.
+pub(crate) fn seal_at(
+    sa: &mut SaState,
+    out: &mut Vec<u8>,
+    start: usize,
+    next_header: u8,
 ) -> Result<(), Reject> {
     let seq = sa.next_seq().ok_or(Reject::SeqOverflow)?;
     let Some(cipher) = sa.cipher.as_ref() else {
@@ -33,14 +55,12 @@ pub(crate) fn seal(
     let align = cipher.align();
     let tag_len = cipher.tag_len();
     let icv_len = sa.integrity.as_ref().map_or(0, |i| i.icv_len());
-    let pad = (align - (payload.len() + 2) % align) % align;
-    let start = out.len();
     let body = start + 8 + iv_len;
-    out.reserve(8 + iv_len + payload.len() + pad + 2 + tag_len + icv_len);
-    out.extend_from_slice(&sa.sa.spi.to_be_bytes());
-    out.extend_from_slice(&(seq as u32).to_be_bytes());
-    out.resize(body, 0);
-    out.extend_from_slice(payload);
+    let payload_len = out.len().saturating_sub(body);
+    let pad = (align - (payload_len + 2) % align) % align;
+    out.reserve(pad + 2 + tag_len + icv_len);
+    out[start..start + 4].copy_from_slice(&sa.sa.spi.to_be_bytes());
+    out[start + 4..start + 8].copy_from_slice(&(seq as u32).to_be_bytes());
     out.extend((1..=pad).map(|i| i as u8));
     out.push(pad as u8);
     out.push(next_header);
@@ -72,7 +92,7 @@ pub(crate) fn seal(
         }
     }
     sa.counters.packets += 1;
-    sa.counters.bytes += payload.len() as u64;
+    sa.counters.bytes += payload_len as u64;
     Ok(())
 }
 
@@ -94,17 +114,17 @@ pub(crate) fn spi(esp: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(esp.get(..4)?.try_into().ok()?))
 }
 
-/// Checks and decrypts the ESP packet `esp` (SPI to ICV), appending its
-/// payload to `out`. Returns the next header and the full sequence number;
-/// the replay window has accepted it when this returns `Ok`.
-pub(crate) fn open(sa: &mut SaState, esp: &[u8], out: &mut Vec<u8>) -> Result<u8, Reject> {
+/// What can be checked of the ESP packet `esp` (SPI to ICV) before any
+/// copy or cryptography: its lengths and the replay window. Returns the
+/// full sequence number, and the lengths of the head (SPI to IV) and ICV.
+fn precheck(sa: &mut SaState, esp: &[u8]) -> Result<(u64, usize, usize), Reject> {
     let Some(cipher) = sa.cipher.as_ref() else {
         return Err(Reject::NoSa);
     };
-    let iv_len = cipher.iv_len();
+    let head = 8 + cipher.iv_len();
     let align = cipher.align();
     let icv_len = cipher.tag_len() + sa.integrity.as_ref().map_or(0, |i| i.icv_len());
-    let Some(body_len) = esp.len().checked_sub(8 + iv_len + icv_len) else {
+    let Some(body_len) = esp.len().checked_sub(head + icv_len) else {
         sa.counters.malformed += 1;
         return Err(Reject::Truncated);
     };
@@ -113,69 +133,111 @@ pub(crate) fn open(sa: &mut SaState, esp: &[u8], out: &mut Vec<u8>) -> Result<u8
         return Err(Reject::Truncated);
     }
     let low = u32::from_be_bytes([esp[4], esp[5], esp[6], esp[7]]);
-    let authenticated = sa.authenticates();
     let seq = sa.window.infer(low);
-    if authenticated {
+    if sa.authenticates() {
         if let Err(e) = sa.window.check(seq) {
             count_replay(sa, e.into());
             return Err(e.into());
         }
     }
-    let hi = ((seq >> 32) as u32).to_be_bytes();
-    let body = 8 + iv_len;
-    let (covered, icv) = esp.split_at(esp.len() - icv_len);
+    Ok((seq, head, icv_len))
+}
+
+/// Checks and decrypts the ESP packet `esp` (SPI to ICV), appending its
+/// payload to `out`; returns the next header. The replay window has
+/// accepted it when this returns `Ok`.
+pub(crate) fn open(sa: &mut SaState, esp: &[u8], out: &mut Vec<u8>) -> Result<u8, Reject> {
+    let (seq, head, icv_len) = precheck(sa, esp)?;
     let start = out.len();
+    out.extend_from_slice(&esp[head..esp.len() - icv_len]);
+    match open_parts(
+        sa,
+        seq,
+        &esp[..head],
+        &mut out[start..],
+        &esp[esp.len() - icv_len..],
+    ) {
+        Ok((nh, n)) => {
+            out.truncate(start + n);
+            Ok(nh)
+        }
+        Err(e) => {
+            out.truncate(start);
+            Err(e)
+        }
+    }
+}
+
+/// [`open`] in place: `esp` (SPI to ICV) is decrypted where it is. Returns
+/// the next header and the payload's length; the payload starts at
+/// [`head_len`].
+pub(crate) fn open_in_place(sa: &mut SaState, esp: &mut [u8]) -> Result<(u8, usize), Reject> {
+    let (seq, head, icv_len) = precheck(sa, esp)?;
+    let (h, rest) = esp.split_at_mut(head);
+    let n = rest.len() - icv_len;
+    let (body, icv) = rest.split_at_mut(n);
+    open_parts(sa, seq, h, body, icv)
+}
+
+/// The ICV checked (constant time, before decrypting), `body` decrypted in
+/// place, the trailer checked, the window moved. `head` is SPI to IV.
+/// Returns the next header and the payload's length within `body`.
+fn open_parts(
+    sa: &mut SaState,
+    seq: u64,
+    head: &[u8],
+    body: &mut [u8],
+    icv: &[u8],
+) -> Result<(u8, usize), Reject> {
+    let Some(cipher) = sa.cipher.as_ref() else {
+        return Err(Reject::NoSa);
+    };
+    let hi = ((seq >> 32) as u32).to_be_bytes();
     if cipher.is_aead() {
         let mut iv = [0u8; 8];
-        iv.copy_from_slice(&esp[8..body]);
+        iv.copy_from_slice(&head[8..16]);
         let mut aad = [0u8; 12];
-        let aad = esp_aad(&esp[..8], sa.sa.esn, hi, &mut aad);
-        out.extend_from_slice(&covered[body..]);
-        if !cipher.open(&iv, aad, &mut out[start..], icv) {
-            out.truncate(start);
+        let aad = esp_aad(&head[..8], sa.sa.esn, hi, &mut aad);
+        if !cipher.open(&iv, aad, body, icv) {
             sa.counters.integrity_failed += 1;
             return Err(Reject::Integrity);
         }
     } else {
         if let Some(integ) = sa.integrity.as_ref() {
             let esn: &[u8] = if sa.sa.esn { &hi } else { &[] };
-            if !integ.verify(&[covered, esn], icv) {
+            if !integ.verify(&[head, body, esn], icv) {
                 sa.counters.integrity_failed += 1;
                 return Err(Reject::Integrity);
             }
         }
-        out.extend_from_slice(&covered[body..]);
-        if !cipher.cbc_decrypt(&esp[8..body], &mut out[start..]) {
-            out.truncate(start);
+        if !cipher.cbc_decrypt(&head[8..], body) {
             sa.counters.malformed += 1;
             return Err(Reject::Truncated);
         }
     }
     // The trailer: padding 1, 2, 3, ..., its length, the next header.
-    let end = out.len();
-    let next_header = out[end - 1];
-    let pad = usize::from(out[end - 2]);
-    let padding_ok = pad + 2 <= end - start
-        && out[end - 2 - pad..end - 2]
+    let end = body.len();
+    let next_header = body[end - 1];
+    let pad = usize::from(body[end - 2]);
+    let padding_ok = pad + 2 <= end
+        && body[end - 2 - pad..end - 2]
             .iter()
             .enumerate()
             .all(|(i, b)| usize::from(*b) == i + 1);
     if !padding_ok {
-        out.truncate(start);
         sa.counters.padding_failed += 1;
         return Err(Reject::Padding);
     }
-    out.truncate(end - 2 - pad);
-    if authenticated {
+    let n = end - 2 - pad;
+    if sa.authenticates() {
         if let Err(e) = sa.window.accept(seq) {
-            out.truncate(start);
             count_replay(sa, e.into());
             return Err(e.into());
         }
     }
     sa.counters.packets += 1;
-    sa.counters.bytes += (out.len() - start) as u64;
-    Ok(next_header)
+    sa.counters.bytes += n as u64;
+    Ok((next_header, n))
 }
 
 pub(crate) fn count_replay(sa: &mut SaState, r: Reject) {

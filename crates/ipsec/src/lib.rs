@@ -38,7 +38,7 @@ pub use config::{
     PolicyDir, Prefix, Protocol, Sa, Transform, Upper,
 };
 pub use crypto::{KeyError, Keying};
-pub use engine::{Engine, Inbound, Options, Outbound, Totals};
+pub use engine::{Engine, Inbound, Options, Outbound, PacketBuf, Totals, HEADROOM};
 pub use reject::Reject;
 pub use sa::{SaCounters, SaState};
 

@@ -110,6 +110,22 @@ fn replay(data: &[u8]) {
     };
     let mut e = fuzzing::engine();
     let mut out = Vec::new();
+    if dir & 2 != 0 {
+        let mut pb = ipsec::PacketBuf::new();
+        pb.set(pkt);
+        if dir & 1 == 0 {
+            if let Ok(Inbound::Decapsulated) = e.inbound_buf(&mut pb) {
+                assert!(matches!(pb.as_slice().first().map(|b| b >> 4), Some(4 | 6)));
+            }
+        } else if let Ok(Outbound::Protected) = e.outbound_buf(&mut pb) {
+            let r = fuzzing::engine().inbound_buf(&mut pb);
+            assert!(
+                matches!(r, Ok(Inbound::Decapsulated) | Err(Reject::Dummy)),
+                "{r:?}"
+            );
+        }
+        return;
+    }
     if dir & 1 == 0 {
         if let Ok(Inbound::Decapsulated) = e.inbound(pkt, &mut out) {
             assert!(matches!(out.first().map(|b| b >> 4), Some(4 | 6)));
@@ -138,10 +154,17 @@ fn seeds_decapsulate_and_survive_cuts_and_flips() {
         }
         for cut in 0..s.len() {
             replay(&s[..cut]);
+            let mut t = s[..cut].to_vec();
+            if let Some(d) = t.first_mut() {
+                *d |= 2;
+            }
+            replay(&t);
         }
         for i in 1..s.len() {
             let mut f = s.clone();
             f[i] ^= 0x80;
+            replay(&f);
+            f[0] |= 2;
             replay(&f);
         }
     }

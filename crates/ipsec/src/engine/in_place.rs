@@ -1,0 +1,265 @@
+//! The engine on a packet buffer with headroom: ESP is put on and taken off
+//! where the packet lies, so the payload is never copied, only encrypted.
+//! What a gateway uses (it reads a packet from its TUN device into the
+//! buffer) and what `bench ipsec` measures beside the primitives alone.
+//!
+//! The fast path is one ESP SA (transport or tunnel mode, ESP in UDP or
+//! not), the common case. Outbound: the IP header moves back into the
+//! headroom by the bytes ESP puts before the payload (or an outer header is
+//! written there), the trailer and ICV go after it. Inbound: the payload is
+//! decrypted where it is and the IP header moves forward over the ESP
+//! header. Everything else (AH, bundles, fragments, a policy with several
+//! transforms) takes [`Engine::outbound`] and [`Engine::inbound`], with a
+//! copy; the packets are the same either way.
+
+use super::{check_size, outer_header, selectors, Engine, Inbound, Outbound, MAX_BUNDLE};
+use crate::config::{Mode, Protocol};
+use crate::esp;
+use crate::ip::{self, Layout, ESP, IPV4_IN_IP, IPV6_IN_IP, NO_NEXT, UDP};
+use crate::reject::Reject;
+
+/// Bytes kept free in front of a packet: an outer IPv6 header, a UDP
+/// header, ESP's header and the longest IV, with room to spare.
+pub const HEADROOM: usize = 128;
+
+/// One IP packet with [`HEADROOM`] in front of it.
+#[derive(Clone, Debug)]
+pub struct PacketBuf {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Default for PacketBuf {
+    fn default() -> PacketBuf {
+        PacketBuf::new()
+    }
+}
+
+impl PacketBuf {
+    pub fn new() -> PacketBuf {
+        let mut buf = Vec::with_capacity(HEADROOM + 2048);
+        buf.resize(HEADROOM, 0);
+        PacketBuf {
+            buf,
+            start: HEADROOM,
+        }
+    }
+
+    /// Makes `pkt` the packet (a copy).
+    pub fn set(&mut self, pkt: &[u8]) {
+        self.buf.truncate(HEADROOM);
+        self.buf.resize(HEADROOM, 0);
+        self.start = HEADROOM;
+        self.buf.extend_from_slice(pkt);
+    }
+
+    /// `n` bytes to read a packet into (from a TUN device, a socket); then
+    /// [`PacketBuf::set_len`] says how many were read.
+    pub fn space(&mut self, n: usize) -> &mut [u8] {
+        self.start = HEADROOM;
+        self.buf.resize(HEADROOM + n, 0);
+        &mut self.buf[HEADROOM..]
+    }
+
+    /// The packet is the first `n` bytes of what [`PacketBuf::space`] gave.
+    pub fn set_len(&mut self, n: usize) {
+        self.buf.truncate(HEADROOM + n);
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Engine {
+    /// [`Engine::outbound`] on `pb`, in place where it can be.
+    pub fn outbound_buf(&mut self, pb: &mut PacketBuf) -> Result<Outbound, Reject> {
+        let r = self.outbound_buf_inner(pb);
+        match r {
+            Ok(Outbound::Protected) => self.totals.protected += 1,
+            Ok(Outbound::Bypass) => self.totals.bypassed += 1,
+            Err(e) => self.rejects[e.index()] += 1,
+        }
+        r
+    }
+
+    /// [`Engine::inbound`] on `pb`, in place where it can be.
+    pub fn inbound_buf(&mut self, pb: &mut PacketBuf) -> Result<Inbound, Reject> {
+        let r = self.inbound_buf_inner(pb);
+        match r {
+            Ok(Inbound::Decapsulated) => self.totals.decapsulated += 1,
+            Ok(Inbound::Clear) => self.totals.clear += 1,
+            Ok(Inbound::Held) => self.totals.held += 1,
+            Err(e) => self.rejects[e.index()] += 1,
+        }
+        r
+    }
+
+    fn outbound_buf_inner(&mut self, pb: &mut PacketBuf) -> Result<Outbound, Reject> {
+        let l = Layout::parse(pb.as_slice())?;
+        let mut chosen = [0usize; MAX_BUNDLE];
+        let n = self.select_out(pb.as_slice(), &l, &mut chosen)?;
+        if n == 0 {
+            return Ok(Outbound::Bypass);
+        }
+        let idx = chosen[0];
+        let fast = n == 1
+            && self.sas[idx].protocol() == Protocol::Esp
+            && (self.sas[idx].mode() == Mode::Tunnel || !l.fragment);
+        if !fast {
+            let mut tmp = std::mem::take(&mut self.scratch_out);
+            tmp.clear();
+            let r = self.outbound_inner(pb.as_slice(), &mut tmp);
+            if r == Ok(Outbound::Protected) {
+                pb.set(&tmp);
+            }
+            self.scratch_out = tmp;
+            return r;
+        }
+        if !self.sas[idx].alive(self.now) {
+            return Err(Reject::Expired);
+        }
+        pb.buf.truncate(pb.start + l.total_len);
+        let sa = &self.sas[idx];
+        let udp = sa.sa.encap_udp;
+        let udp_len = if udp.is_some() { 8 } else { 0 };
+        let head = esp::head_len(sa);
+        let tunnel = sa.mode() == Mode::Tunnel;
+        // Where the outer header starts, and how long it is.
+        let (at, hl, v6, protocol_at) = if tunnel {
+            self.ip_id = self.ip_id.wrapping_add(1);
+            let (h, hl) = outer_header(pb.as_slice(), l.v6, sa.sa.src, sa.sa.dst, self.ip_id)?;
+            let at = pb
+                .start
+                .checked_sub(hl + udp_len + head)
+                .ok_or(Reject::TooBig)?;
+            pb.buf[at..at + hl].copy_from_slice(&h[..hl]);
+            (at, hl, hl == 40, if hl == 40 { 6 } else { 9 })
+        } else {
+            let hl = l.header_len;
+            let at = pb.start.checked_sub(udp_len + head).ok_or(Reject::TooBig)?;
+            pb.buf.copy_within(pb.start..pb.start + hl, at);
+            (at, hl, l.v6, l.protocol_at)
+        };
+        let inner_protocol = match (tunnel, l.v6) {
+            (true, false) => IPV4_IN_IP,
+            (true, true) => IPV6_IN_IP,
+            (false, _) => l.protocol,
+        };
+        pb.start = at;
+        pb.buf[at + protocol_at] = if udp.is_some() { UDP } else { ESP };
+        let udp_at = at + hl;
+        if let Some((s, d)) = udp {
+            pb.buf[udp_at..udp_at + 2].copy_from_slice(&s.to_be_bytes());
+            pb.buf[udp_at + 2..udp_at + 4].copy_from_slice(&d.to_be_bytes());
+            pb.buf[udp_at + 4..udp_at + 8].fill(0);
+        }
+        let sa = &mut self.sas[idx];
+        esp::seal_at(sa, &mut pb.buf, udp_at + udp_len, inner_protocol)?;
+        check_size(pb.as_slice(), v6)?;
+        if udp.is_some() {
+            let ulen = (pb.buf.len() - udp_at) as u16;
+            pb.buf[udp_at + 4..udp_at + 6].copy_from_slice(&ulen.to_be_bytes());
+            if v6 {
+                let (src, dst) = if tunnel {
+                    (sa.sa.src, sa.sa.dst)
+                } else {
+                    (l.src, l.dst)
+                };
+                let c = ip::udp_checksum(src, dst, &pb.buf[udp_at..]);
+                pb.buf[udp_at + 6..udp_at + 8].copy_from_slice(&c.to_be_bytes());
+            }
+        }
+        let start = pb.start;
+        ip::fix_lengths(&mut pb.buf[start..], v6, if v6 { 40 } else { hl });
+        Ok(Outbound::Protected)
+    }
+
+    fn inbound_buf_inner(&mut self, pb: &mut PacketBuf) -> Result<Inbound, Reject> {
+        let l = Layout::parse(pb.as_slice())?;
+        // The fast path: one whole ESP packet (or ESP in UDP) for an SA.
+        let esp_at = if l.fragment || (!l.v6 && ip::checksum(&pb.as_slice()[..l.header_len]) != 0) {
+            None
+        } else {
+            match l.protocol {
+                ESP => Some(l.header_len),
+                UDP if !self.natt_ports.is_empty() => {
+                    let view = pb.as_slice().to_vec();
+                    match self.natt(&view, &l)? {
+                        Some(at) => Some(at),
+                        // IKE, a keepalive, or another port: not ESP.
+                        None => return self.check_clear(pb.as_slice(), &l),
+                    }
+                }
+                _ => None,
+            }
+        };
+        let found = esp_at.and_then(|at| {
+            let spi = esp::spi(&pb.as_slice()[at..])?;
+            Some((at, self.lookup(ESP, spi, l.dst)?))
+        });
+        let Some((at, idx)) = found else {
+            // Not the fast path: the copying one, with its own refusals.
+            let mut tmp = std::mem::take(&mut self.scratch_out);
+            tmp.clear();
+            let r = self.inbound_inner(pb.as_slice(), &mut tmp, None);
+            if r == Ok(Inbound::Decapsulated) {
+                pb.set(&tmp);
+            }
+            self.scratch_out = tmp;
+            return r;
+        };
+        if !self.sas[idx].alive(self.now) {
+            return Err(Reject::Expired);
+        }
+        let start = pb.start;
+        pb.buf.truncate(start + l.total_len);
+        let sa = &mut self.sas[idx];
+        let head = esp::head_len(sa);
+        let tunnel = sa.mode() == Mode::Tunnel;
+        let (nh, n) = esp::open_in_place(sa, &mut pb.buf[start + at..])?;
+        if nh == NO_NEXT {
+            return Err(Reject::Dummy);
+        }
+        let payload = start + at + head;
+        pb.buf.truncate(payload + n);
+        if tunnel {
+            if !matches!(nh, IPV4_IN_IP | IPV6_IN_IP) {
+                return Err(Reject::Malformed);
+            }
+            pb.start = payload;
+        } else {
+            let hl = l.header_len;
+            let new = payload - hl;
+            pb.buf.copy_within(start..start + hl, new);
+            pb.start = new;
+            pb.buf[new + l.protocol_at] = nh;
+            check_size(pb.as_slice(), l.v6)?;
+            ip::fix_lengths(&mut pb.buf[new..], l.v6, if l.v6 { 40 } else { hl });
+        }
+        let nl = Layout::parse(pb.as_slice())?;
+        if matches!(nl.protocol, ESP | crate::ip::AH)
+            || (nl.protocol == UDP && !self.natt_ports.is_empty())
+        {
+            // More IPsec inside: the copying path takes it on from here.
+            let mut tmp = std::mem::take(&mut self.scratch_out);
+            tmp.clear();
+            let r = self.inbound_inner(pb.as_slice(), &mut tmp, Some(idx));
+            if r == Ok(Inbound::Decapsulated) {
+                pb.set(&tmp);
+            }
+            self.scratch_out = tmp;
+            return r;
+        }
+        self.check_in(&selectors(pb.as_slice(), &nl), &[idx])?;
+        Ok(Inbound::Decapsulated)
+    }
+}
