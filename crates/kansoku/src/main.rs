@@ -11,6 +11,7 @@ mod args;
 mod cmd_capture;
 mod cmd_filter;
 mod cmd_generate;
+mod cmd_ipsec;
 mod cmd_plot;
 mod cmd_profile;
 mod cmd_read;
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => cmd_profile::run(&args),
         Command::Plot(args) => cmd_plot::run(&args),
         Command::Bench(args) => bench::run(&args, signals::stop_flag()),
+        Command::Ipsec(args) => cmd_ipsec::run(&args),
     };
     // The one place the exit code is decided: from the run's report, or
     // from the error that stopped the command before it could run.

@@ -2,6 +2,7 @@
 //! tcpdump where a user would reach for them (`-r`, `-w`, `-c`, `-C`, `-G`).
 
 mod analysis;
+mod ipsec;
 mod live;
 mod output;
 
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use analysis::*;
+pub use ipsec::*;
 pub use live::*;
 pub use output::*;
 
@@ -42,6 +44,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Plot aguri summaries: total traffic and the top aggregates over time (SVG, PNG or HTML).
     Plot(PlotArgs),
+    /// Userspace IPsec: `ipsec gateway` runs unmodified programs' traffic through kansoku's ESP/AH.
+    Ipsec(IpsecArgs),
 }
 
 #[derive(Debug, Args)]
