@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what kansoku's tests and benchmarks use besides the Rust toolchain:
 # tshark (the independent reader the tests check every written file with),
-# tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2, and
-# scapy (the IPsec tests' independent stack, from PyPI). (Plots need no font
-# package: DejaVu Sans is embedded from the dejavu crate.)
+# tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2, scapy (the IPsec
+# tests' independent stack, from PyPI), and the unmodified programs the IPsec gateway's end-to-end test runs
+# through it: curl, python3 (its http.server) and iperf3.
+# (Plots need no font package: DejaVu Sans is embedded from the dejavu crate.)
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
 need=()
@@ -13,6 +14,9 @@ command -v lz4 >/dev/null 2>&1 || need+=(lz4)
 command -v zstd >/dev/null 2>&1 || need+=(zstd)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -22,6 +26,8 @@ if [ ${#need[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     # tshark asks whether non-root users may capture; answer for it.
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    # iperf3 asks whether to run a server at boot; the tests start their own.
+    echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi

@@ -141,6 +141,53 @@ impl RawIpReceiver {
         sys::set_nonblocking(self.fd.as_fd(), on)
     }
 
+    /// Asks for a receive buffer of `bytes`: `SO_RCVBUFFORCE` (past
+    /// `net.core.rmem_max`; needs CAP_NET_ADMIN), else `SO_RCVBUF` (capped
+    /// there). The kernel drops what arrives while it is full.
+    pub fn set_recv_buffer(&self, bytes: usize) -> io::Result<()> {
+        let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        let fd = self.fd.as_fd();
+        sys::set_int(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            v,
+            "SO_RCVBUFFORCE",
+        )
+        .or_else(|_| sys::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v, "SO_RCVBUF"))
+    }
+
+    /// Packets the kernel dropped for want of room in this socket's
+    /// receive buffer (`SO_MEMINFO`'s drop count, since the socket opened).
+    pub fn drops(&self) -> io::Result<u64> {
+        // Up to the drop count (SK_MEMINFO_VARS, linux/sock_diag.h, is 9).
+        let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+        let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: `info` and `len` are valid for writing, `len` holds
+        // `info`'s size; the kernel writes at most that many bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("SO_MEMINFO: {e}")));
+        }
+        let at = libc::SK_MEMINFO_DROPS as usize;
+        if (len as usize) < (at + 1) * 4 {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "SO_MEMINFO without a drop count",
+            ));
+        }
+        Ok(u64::from(info[at]))
+    }
+
     /// Receives one packet, IP header first, into `buf` and returns its
     /// length. A packet longer than `buf` is consumed and reported as
     /// `InvalidData`; 65,535 bytes (IPv4) or 65,575 (IPv6) always suffice.
@@ -517,11 +564,21 @@ fn check_v6(p: &[u8]) -> io::Result<Ipv6Addr> {
 /// knows it (its route, or what ICMP "too big" taught it): the largest
 /// packet [`RawIpSender::send`] can send there unfragmented.
 pub fn path_mtu(dst: IpAddr) -> io::Result<u32> {
+    path_mtu_via(dst, None)
+}
+
+/// [`path_mtu`] out of `device` only, as a sender bound to it
+/// ([`RawIpSender::bind_device`]) is routed: routes through other devices
+/// (a TUN's route to the same address) are passed over.
+pub fn path_mtu_via(dst: IpAddr, device: Option<&str>) -> io::Result<u32> {
     let (family, level, opt) = match dst {
         IpAddr::V4(_) => (libc::AF_INET, libc::IPPROTO_IP, libc::IP_MTU),
         IpAddr::V6(_) => (libc::AF_INET6, libc::IPPROTO_IPV6, libc::IPV6_MTU),
     };
     let fd = sys::socket(family, libc::SOCK_DGRAM, 0, "SOCK_DGRAM, for the path MTU")?;
+    if let Some(device) = device {
+        sys::bind_device(fd.as_fd(), device)?;
+    }
     let (ss, len) = sys::to_sockaddr(SocketAddr::new(dst, NAT_T_PORT));
     // SAFETY: `ss` is a valid sockaddr of `len` bytes; connecting a UDP
     // socket only looks the route up, nothing is sent.

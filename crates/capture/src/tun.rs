@@ -112,6 +112,30 @@ impl Tun {
         Ok(())
     }
 
+    /// Sets how many packets the kernel queues for the reader
+    /// (`SIOCSIFTXQLEN`; the TUN's ring is resized to it). A packet routed
+    /// into a full queue is dropped and counted in the device's `tx_dropped`.
+    pub fn set_tx_queue_len(&self, packets: u32) -> io::Result<()> {
+        let mut ifr = ifreq(&self.name)?;
+        // `ifr_qlen` is the union's int, which libc names `ifru_ifindex`.
+        ifr.ifr_ifru.ifru_ifindex = libc::c_int::try_from(packets).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("queue of {packets} packets"),
+            )
+        })?;
+        // SAFETY: SIOCSIFTXQLEN reads one `struct ifreq`, which `ifr` is.
+        let r = unsafe { libc::ioctl(self.ctl.as_raw_fd(), libc::SIOCSIFTXQLEN as _, &ifr) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{}: setting the queue to {packets} packets: {e}", self.name),
+            ));
+        }
+        Ok(())
+    }
+
     /// Brings the device up (`SIOCGIFFLAGS`, then `SIOCSIFFLAGS` with
     /// `IFF_UP`). Addresses and routes are the caller's (`ip addr add`).
     pub fn set_up(&self) -> io::Result<()> {

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use capture::poll::wait_readable;
-use capture::rawip::{path_mtu, NAT_T_PORT};
+use capture::rawip::{path_mtu, path_mtu_via, NAT_T_PORT};
 use capture::{RawIpReceiver, RawIpSender, SendFault, Tun, UdpEncap};
 use wire::checksum;
 use wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -397,6 +397,10 @@ fn esp_and_ah_sent_whole_arrive_with_their_ip_header_v4_and_v6() {
     let p = ipv6(B6, IpProtocol::HopByHop, 0x04, 0xfffff, &rest);
     assert_eq!(receive(&mut ah6, 0x2000_0002, || tx.send(&p).unwrap()), p);
 
+    // A larger buffer than rmem_max allows (root forces it); nothing dropped.
+    esp4.set_recv_buffer(4 << 20).unwrap();
+    assert_eq!(esp4.drops().unwrap(), 0);
+
     // A buffer too short for the packet: an error, and the next one is whole.
     assert!(silent(&mut esp4, Duration::from_millis(100)));
     assert!(silent(&mut esp6, Duration::from_millis(100)));
@@ -449,6 +453,14 @@ fn fragments_arrive_reassembled_and_too_big_is_emsgsize() {
         )
     });
     assert_eq!((m4, m4_narrow, m6, m6_narrow), (1500, 1280, 1500, 1280));
+    // The same out of the device.
+    let (via4, via6) = pair.a.run(|| {
+        (
+            path_mtu_via(B4_NARROW.into(), Some("kio-a")).unwrap(),
+            path_mtu_via(B6.into(), Some("kio-a")).unwrap(),
+        )
+    });
+    assert_eq!((via4, via6), (1280, 1500));
 
     // Longer than the device's MTU: EMSGSIZE at once, DF or not, v4 and v6.
     for p in [
@@ -647,6 +659,8 @@ fn a_tun_device_answers_ping() {
         .unwrap();
     assert!(tun.name().starts_with("ktun"), "{}", tun.name());
     assert!(ns.ip(&["link", "show", tun.name()]).contains("mtu 1400"));
+    tun.set_tx_queue_len(4096).unwrap();
+    assert!(ns.ip(&["link", "show", tun.name()]).contains("qlen 4096"));
     ns.ip(&["addr", "add", "10.77.0.1/24", "dev", tun.name()]);
     ns.ip(&["addr", "add", "fd00:77::1/64", "dev", tun.name(), "nodad"]);
     for target in ["10.77.0.2", "fd00:77::2"] {

@@ -190,6 +190,79 @@ impl Engine {
         self.frag.waiting()
     }
 
+    /// The most bytes [`Engine::outbound`] can add to a packet protected by
+    /// SAs of one family (IPv6 when `v6`): per SA, ESP's SPI, sequence
+    /// number, IV, longest padding, trailer and ICV (and UDP header), or AH
+    /// with its padded ICV, and tunnel mode's outer header; summed over the
+    /// bundle an outbound policy (or, without policies, an address pair's
+    /// ESP and AH) applies. 0 when no SA of that family protects anything.
+    pub fn max_overhead(&self, v6: bool) -> usize {
+        let one = |s: &SaState| {
+            let outer = match (s.sa.mode, v6) {
+                (Mode::Transport, _) => 0,
+                (Mode::Tunnel, false) => 20,
+                (Mode::Tunnel, true) => 40,
+            };
+            let icv = s.integrity.as_ref().map_or(0, |i| i.icv_len());
+            outer
+                + match s.sa.protocol {
+                    Protocol::Ah => ah::len(icv, v6),
+                    Protocol::Esp => {
+                        let (iv, align, tag) = s
+                            .cipher
+                            .as_ref()
+                            .map_or((0, 4, 0), |c| (c.iv_len(), c.align(), c.tag_len()));
+                        let udp = if s.sa.encap_udp.is_some() { 8 } else { 0 };
+                        udp + 8 + iv + (align - 1) + 2 + tag + icv
+                    }
+                }
+        };
+        let family = self.sas.iter().filter(|s| s.sa.src.is_ipv6() == v6);
+        if !self.has_out_policies {
+            return family
+                .clone()
+                .map(|s| {
+                    let other = family
+                        .clone()
+                        .filter(|o| {
+                            o.sa.protocol != s.sa.protocol
+                                && o.sa.src == s.sa.src
+                                && o.sa.dst == s.sa.dst
+                        })
+                        .map(one)
+                        .max();
+                    one(s) + other.unwrap_or(0)
+                })
+                .max()
+                .unwrap_or(0);
+        }
+        self.policies
+            .iter()
+            .filter_map(|p| match &p.action {
+                PolicyAction::Ipsec(ts) if p.dir == PolicyDir::Out => Some(ts),
+                _ => None,
+            })
+            .map(|ts| {
+                ts.iter()
+                    .take(MAX_BUNDLE)
+                    .map(|t| {
+                        family
+                            .clone()
+                            .filter(|s| {
+                                s.sa.protocol == t.protocol
+                                    && s.sa.mode == t.mode
+                                    && t.tunnel.is_none_or(|(a, b)| s.sa.src == a && s.sa.dst == b)
+                            })
+                            .map(one)
+                            .max()
+                            .unwrap_or(0)
+                    })
+                    .sum::<usize>()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Protects the IP packet `pkt` as policy says, into `out`.
     pub fn outbound(&mut self, pkt: &[u8], out: &mut Vec<u8>) -> Result<Outbound, Reject> {
         let r = self.outbound_inner(pkt, out);

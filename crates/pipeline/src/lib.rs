@@ -23,6 +23,7 @@
 pub mod capture;
 pub mod chain;
 pub mod error;
+pub mod gateway;
 pub mod ipsec_run;
 pub mod packet;
 pub mod report;

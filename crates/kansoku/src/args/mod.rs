@@ -42,7 +42,8 @@ pub enum Command {
     /// Benchmarks against a baseline measured in the same run: `bench filter` (the engines and the paper's cost
     /// model), `bench disk`, `bench compress`, `bench capture` (capture rate vs offered load).
     Bench(bench::BenchArgs),
-    /// IPsec in userspace (ESP, AH; setkey SA files): protect or check the packets of a trace.
+    /// IPsec in userspace (ESP, AH; setkey SA files): protect or check a trace's packets, or run unmodified
+    /// programs' traffic through kansoku's ESP/AH (`ipsec gateway`).
     Ipsec(IpsecArgs),
     /// Plot aguri summaries: total traffic and the top aggregates over time (SVG, PNG or HTML).
     Plot(PlotArgs),

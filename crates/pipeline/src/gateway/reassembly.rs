@@ -1,0 +1,414 @@
+//! Reassembly of the fragments the kernel makes before the TUN (a datagram
+//! larger than the TUN MTU with DF clear, or IPv6 fragmented at its source
+//! for a path MTU learned from ICMPv6): transport mode protects whole
+//! packets only, so they are put back together first and the outer packet
+//! is fragmented instead.
+//!
+//! The same rules as the engine's inbound reassembly: fragments that
+//! overlap drop their datagram (RFC 5722), exact duplicates are ignored,
+//! every fragment but the last carries a multiple of 8 bytes, at most
+//! 65,535 bytes. Bounded: [`SLOTS`] datagrams at once (the oldest makes
+//! room), each for at most [`TIMEOUT_SECS`]. A slot's buffers are kept
+//! when it is freed, so steady traffic allocates nothing.
+
+use std::net::IpAddr;
+
+/// Datagrams waiting at once.
+pub(super) const SLOTS: usize = 16;
+
+/// Seconds a datagram waits for its fragments.
+pub(super) const TIMEOUT_SECS: u64 = 30;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
+    src: IpAddr,
+    dst: IpAddr,
+    id: u32,
+    protocol: u8,
+}
+
+/// One fragment: the unfragmentable part, where in it the next header is
+/// named, the offset and the data.
+struct Piece<'a> {
+    key: Key,
+    v6: bool,
+    head: &'a [u8],
+    next_at: usize,
+    offset: usize,
+    more: bool,
+    data: &'a [u8],
+}
+
+/// Reads `p` as a fragment: `None` if it is not one or cannot be read.
+fn piece(p: &[u8]) -> Option<Piece<'_>> {
+    match p.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]));
+            if ihl < 20 || total < ihl || p.len() < total {
+                return None;
+            }
+            let frag = u16::from_be_bytes([p[6], p[7]]);
+            if frag & 0x3fff == 0 {
+                return None;
+            }
+            Some(Piece {
+                key: Key {
+                    src: IpAddr::from(<[u8; 4]>::try_from(&p[12..16]).ok()?),
+                    dst: IpAddr::from(<[u8; 4]>::try_from(&p[16..20]).ok()?),
+                    id: u32::from(u16::from_be_bytes([p[4], p[5]])),
+                    protocol: p[9],
+                },
+                v6: false,
+                head: &p[..ihl],
+                next_at: 9,
+                offset: usize::from(frag & 0x1fff) * 8,
+                more: frag & 0x2000 != 0,
+                data: &p[ihl..total],
+            })
+        }
+        6 => {
+            let total = 40 + usize::from(u16::from_be_bytes([*p.get(4)?, *p.get(5)?]));
+            if p.len() < total {
+                return None;
+            }
+            let p = &p[..total];
+            let (mut next, mut at, mut off) = (p[6], 6, 40);
+            // Hop-by-hop, routing and destination options come before it.
+            while matches!(next, 0 | 43 | 60) {
+                let len = (usize::from(*p.get(off + 1)?) + 1) * 8;
+                at = off;
+                next = p[off];
+                off += len;
+            }
+            if next != 44 || off + 8 > p.len() {
+                return None;
+            }
+            let f = &p[off..off + 8];
+            let fo = u16::from_be_bytes([f[2], f[3]]);
+            Some(Piece {
+                key: Key {
+                    src: IpAddr::from(<[u8; 16]>::try_from(&p[8..24]).ok()?),
+                    dst: IpAddr::from(<[u8; 16]>::try_from(&p[24..40]).ok()?),
+                    id: u32::from_be_bytes([f[4], f[5], f[6], f[7]]),
+                    protocol: f[0],
+                },
+                v6: true,
+                head: &p[..off],
+                next_at: at,
+                offset: usize::from(fo >> 3) * 8,
+                more: fo & 1 != 0,
+                data: &p[off + 8..],
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Whether `p` is an IPv4 or IPv6 fragment.
+pub(super) fn is_fragment(p: &[u8]) -> bool {
+    piece(p).is_some()
+}
+
+#[derive(Default)]
+struct Slot {
+    key: Option<Key>,
+    since: u64,
+    /// The unfragmentable part from the first fragment, with the next
+    /// header put back; empty until it comes.
+    head: Vec<u8>,
+    data: Vec<u8>,
+    /// Byte ranges of `data` filled, sorted and disjoint.
+    have: Vec<(usize, usize)>,
+    /// The payload length, known from the last fragment.
+    total: Option<usize>,
+}
+
+impl Slot {
+    fn free(&mut self) {
+        self.key = None;
+        self.head.clear();
+        self.data.clear();
+        self.have.clear();
+        self.total = None;
+    }
+}
+
+/// What a fragment amounts to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// More fragments are needed.
+    Held,
+    /// The whole packet is in the output buffer.
+    Done,
+    /// Not a fragment that can be reassembled (bad length, an overlap):
+    /// its datagram is dropped.
+    Refused,
+}
+
+pub(super) struct Reassembler {
+    slots: Vec<Slot>,
+    pub(super) reassembled: u64,
+    /// Datagrams whose fragments never all came (timed out or evicted).
+    pub(super) timed_out: u64,
+    pub(super) refused: u64,
+}
+
+impl Default for Reassembler {
+    fn default() -> Self {
+        Reassembler {
+            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
+            reassembled: 0,
+            timed_out: 0,
+            refused: 0,
+        }
+    }
+}
+
+impl Reassembler {
+    /// Adds the fragment `p` at time `now` (seconds); when it completes its
+    /// datagram, the whole packet is put in `out`.
+    pub(super) fn add(&mut self, p: &[u8], now: u64, out: &mut Vec<u8>) -> Step {
+        for s in &mut self.slots {
+            if s.key.is_some() && now.saturating_sub(s.since) >= TIMEOUT_SECS {
+                s.free();
+                self.timed_out += 1;
+            }
+        }
+        let Some(f) = piece(p) else {
+            self.refused += 1;
+            return Step::Refused;
+        };
+        let end = f.offset + f.data.len();
+        let found = self.slots.iter().position(|s| s.key == Some(f.key));
+        if (f.more && f.data.len() % 8 != 0) || end + f.head.len() > 65_535 {
+            if let Some(i) = found {
+                self.slots[i].free();
+            }
+            self.refused += 1;
+            return Step::Refused;
+        }
+        let i = match found {
+            Some(i) => i,
+            None => {
+                let i = match self.slots.iter().position(|s| s.key.is_none()) {
+                    Some(i) => i,
+                    None => {
+                        // Full: the oldest datagram makes room.
+                        let i = (0..self.slots.len())
+                            .min_by_key(|&i| self.slots[i].since)
+                            .unwrap_or(0);
+                        self.slots[i].free();
+                        self.timed_out += 1;
+                        i
+                    }
+                };
+                self.slots[i].key = Some(f.key);
+                self.slots[i].since = now;
+                i
+            }
+        };
+        let s = &mut self.slots[i];
+        if s.have.contains(&(f.offset, end)) {
+            return Step::Held;
+        }
+        let overlaps = s.have.iter().any(|&(a, b)| f.offset < b && a < end);
+        let bad_total = match (s.total, f.more) {
+            (Some(t), _) if end > t => true,
+            (Some(t), false) => t != end,
+            (None, false) => s.have.last().is_some_and(|&(_, b)| b > end),
+            _ => false,
+        };
+        if overlaps || bad_total || (f.data.is_empty() && f.more) {
+            s.free();
+            self.refused += 1;
+            return Step::Refused;
+        }
+        if !f.more {
+            s.total = Some(end);
+        }
+        if f.offset == 0 {
+            s.head.clear();
+            s.head.extend_from_slice(f.head);
+            if f.v6 {
+                s.head[f.next_at] = f.key.protocol;
+            }
+        }
+        if s.data.len() < end {
+            s.data.resize(end, 0);
+        }
+        s.data[f.offset..end].copy_from_slice(f.data);
+        let at = s.have.partition_point(|&(a, _)| a < f.offset);
+        s.have.insert(at, (f.offset, end));
+        let mut reach = 0;
+        let contiguous = s.have.iter().all(|&(a, b)| {
+            let ok = a == reach;
+            reach = b;
+            ok
+        });
+        if !(contiguous && s.total == Some(reach)) || s.head.is_empty() {
+            return Step::Held;
+        }
+        out.clear();
+        out.extend_from_slice(&s.head);
+        let hl = out.len();
+        out.extend_from_slice(&s.data[..reach]);
+        if f.v6 {
+            // The fragment header is gone: the headers before it name what
+            // it carried.
+            let pl = (out.len() - 40) as u16;
+            out[4..6].copy_from_slice(&pl.to_be_bytes());
+        } else {
+            let total = out.len() as u16;
+            out[2..4].copy_from_slice(&total.to_be_bytes());
+            out[6] &= 0x40;
+            out[7] = 0;
+            out[10..12].fill(0);
+            let c = wire::checksum::checksum(&out[..hl]);
+            out[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        s.free();
+        self.reassembled += 1;
+        Step::Done
+    }
+
+    /// Datagrams waiting for more fragments.
+    #[cfg(test)]
+    pub(super) fn waiting(&self) -> usize {
+        self.slots.iter().filter(|s| s.key.is_some()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::packet::tests::{v4, v6};
+
+    /// IPv4 fragment of `whole` (from `v4`): bytes `from..to` of its
+    /// payload.
+    fn frag4(whole: &[u8], from: usize, to: usize, more: bool) -> Vec<u8> {
+        let mut f = whole[..20].to_vec();
+        f.extend_from_slice(&whole[20 + from..20 + to]);
+        let len = f.len() as u16;
+        f[2..4].copy_from_slice(&len.to_be_bytes());
+        let flags = (from / 8) as u16 | if more { 0x2000 } else { 0 };
+        f[6..8].copy_from_slice(&flags.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn fragments_in_any_order_give_the_datagram_once() {
+        let whole = v4(17, false, &[], 100);
+        let mut r = Reassembler::default();
+        let mut out = Vec::new();
+        let (a, b, c) = (
+            frag4(&whole, 0, 40, true),
+            frag4(&whole, 40, 80, true),
+            frag4(&whole, 80, 100, false),
+        );
+        assert!(is_fragment(&a) && is_fragment(&c) && !is_fragment(&whole));
+        assert_eq!(r.add(&c, 0, &mut out), Step::Held);
+        assert_eq!(r.add(&a, 0, &mut out), Step::Held);
+        // An exact duplicate is ignored.
+        assert_eq!(r.add(&a, 0, &mut out), Step::Held);
+        assert_eq!(r.add(&b, 0, &mut out), Step::Done);
+        let mut want = whole.clone();
+        want[10..12].fill(0);
+        let c = wire::checksum::checksum(&want[..20]);
+        want[10..12].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(out, want);
+        assert_eq!((r.reassembled, r.waiting()), (1, 0));
+    }
+
+    #[test]
+    fn overlaps_bad_lengths_and_stale_datagrams_are_dropped() {
+        let whole = v4(17, false, &[], 100);
+        let mut r = Reassembler::default();
+        let mut out = Vec::new();
+        assert_eq!(r.add(&frag4(&whole, 0, 40, true), 0, &mut out), Step::Held);
+        assert_eq!(
+            r.add(&frag4(&whole, 32, 48, true), 0, &mut out),
+            Step::Refused
+        );
+        assert_eq!(r.waiting(), 0);
+        // Not a multiple of 8 before the end; past 65,535 bytes.
+        assert_eq!(
+            r.add(&frag4(&whole, 0, 41, true), 0, &mut out),
+            Step::Refused
+        );
+        let mut far = frag4(&whole, 0, 40, false);
+        far[6..8].copy_from_slice(&0x1fffu16.to_be_bytes());
+        assert_eq!(r.add(&far, 0, &mut out), Step::Refused);
+        // A last fragment that ends before data already held.
+        assert_eq!(r.add(&frag4(&whole, 40, 80, true), 0, &mut out), Step::Held);
+        assert_eq!(
+            r.add(&frag4(&whole, 0, 16, false), 0, &mut out),
+            Step::Refused
+        );
+        assert_eq!(r.refused, 4);
+        // Timed out, and evicted when every slot is taken.
+        assert_eq!(r.add(&frag4(&whole, 0, 40, true), 0, &mut out), Step::Held);
+        assert_eq!(
+            r.add(&frag4(&whole, 80, 100, false), TIMEOUT_SECS, &mut out),
+            Step::Held
+        );
+        assert_eq!(r.timed_out, 1);
+        let mut r = Reassembler::default();
+        for id in 0..=SLOTS as u16 {
+            let mut f = frag4(&whole, 0, 40, true);
+            f[4..6].copy_from_slice(&id.to_be_bytes());
+            assert_eq!(r.add(&f, u64::from(id), &mut out), Step::Held);
+        }
+        assert_eq!((r.waiting(), r.timed_out), (SLOTS, 1));
+    }
+
+    #[test]
+    fn ipv6_fragments_lose_their_header_and_keep_the_others() {
+        let whole = v6(60, &[17, 0, 1, 4, 0, 0, 0, 0], 64);
+        let frag = |from: usize, to: usize, more: bool| {
+            let mut f = whole[..40].to_vec();
+            f[6] = 44;
+            f.extend_from_slice(&[60, 0]);
+            f.extend_from_slice(&((from as u16) | u16::from(more)).to_be_bytes());
+            f.extend_from_slice(&7u32.to_be_bytes());
+            f.extend_from_slice(&whole[40 + from..40 + to]);
+            let pl = (f.len() - 40) as u16;
+            f[4..6].copy_from_slice(&pl.to_be_bytes());
+            f
+        };
+        let mut r = Reassembler::default();
+        let mut out = Vec::new();
+        assert_eq!(r.add(&frag(32, 72, false), 0, &mut out), Step::Held);
+        assert_eq!(r.add(&frag(0, 32, true), 0, &mut out), Step::Done);
+        assert_eq!(out, whole);
+    }
+
+    #[test]
+    fn no_input_makes_it_panic() {
+        // Every cut and many flips of real fragments.
+        let whole = v4(17, false, &[], 200);
+        let six = v6(0, &[44, 0, 1, 4, 0, 0, 0, 0, 17, 0, 0, 9, 0, 0, 0, 1], 64);
+        let mut r = Reassembler::default();
+        let mut out = Vec::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for base in [
+            frag4(&whole, 0, 96, true),
+            frag4(&whole, 96, 200, false),
+            six,
+        ] {
+            for cut in 0..base.len() {
+                r.add(&base[..cut], 0, &mut out);
+                is_fragment(&base[..cut]);
+            }
+            for _ in 0..2000 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let mut p = base.clone();
+                let i = (seed as usize) % p.len();
+                p[i] ^= (seed >> 32) as u8 | 1;
+                r.add(&p, seed % 40, &mut out);
+            }
+        }
+    }
+}
