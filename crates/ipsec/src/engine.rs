@@ -22,7 +22,7 @@ use crate::ah;
 use crate::config::{Config, Level, Mode, Policy, PolicyAction, PolicyDir, Protocol, Upper};
 use crate::crypto::{KeyError, Keying};
 use crate::esp;
-use crate::frag::{Reassembler, Step};
+use crate::frag::{fragment_protocol, Reassembler, Step};
 use crate::ip::{self, Layout, AH, ESP, IPV4_IN_IP, IPV6_IN_IP, NO_NEXT, UDP};
 use crate::reject::Reject;
 use crate::sa::SaState;
@@ -83,6 +83,9 @@ struct Selectors {
 /// At most this many transforms apply to one packet (an AH+ESP bundle is 2).
 const MAX_BUNDLE: usize = 4;
 
+/// Datagrams whose fragments the engine waits for at once.
+const MAX_FRAGMENTED: usize = 64;
+
 pub struct Engine {
     sas: Vec<SaState>,
     policies: Vec<Policy>,
@@ -135,7 +138,7 @@ impl Engine {
             sas,
             by_spi,
             natt_ports,
-            frag: Reassembler::default(),
+            frag: Reassembler::new(MAX_FRAGMENTED),
             now: 0,
             ip_id: 1,
             rejects: [0; Reject::ALL.len()],
@@ -453,19 +456,19 @@ impl Engine {
         if !l.v6 && ip::checksum(&pkt[..l.header_len]) != 0 {
             return Err(Reject::Malformed);
         }
-        let whole;
+        let mut whole = Vec::new();
         let mut cur: &[u8] = &pkt[..l.total_len];
         if l.fragment {
-            let p = Reassembler::protocol_of(cur, &l);
+            let p = fragment_protocol(cur);
             let keep =
                 matches!(p, Some(ESP | AH)) || (p == Some(UDP) && !self.natt_ports.is_empty());
             if !keep {
                 return self.check_clear(cur, &l);
             }
-            match self.frag.add(cur, &l, self.now)? {
+            match self.frag.add(cur, self.now, &mut whole) {
                 Step::Held => return Ok(Inbound::Held),
-                Step::Done(v) => {
-                    whole = v;
+                Step::Refused => return Err(Reject::Fragment),
+                Step::Done => {
                     l = Layout::parse(&whole)?;
                     cur = &whole[..];
                 }

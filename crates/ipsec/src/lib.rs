@@ -26,7 +26,7 @@ pub mod crypto_only;
 mod engine;
 mod esp;
 pub mod esp_sa;
-mod frag;
+pub mod frag;
 mod ip;
 mod reject;
 pub mod replay;

@@ -24,7 +24,8 @@
 //!   minimum), 1500 without SAs.
 //! - Fragments the kernel makes before the TUN (a datagram over the TUN
 //!   MTU with DF clear, or IPv6 fragmented at its source) are reassembled
-//!   first when there are SAs (`reassembly`): ESP and AH protect whole
+//!   first when there are SAs ([`ipsec::frag`], the engine's own
+//!   reassembler, room for 16 datagrams): ESP and AH protect whole
 //!   packets (transport mode carries no fragments), and the outer packet is
 //!   fragmented instead. Without SAs they pass as they are.
 //! - A packet the sender refuses as too big (`EMSGSIZE`: larger than the
@@ -67,13 +68,12 @@ use wire::IpProtocol;
 use crate::error::{display_path, Error, Result};
 
 mod packet;
-mod reassembly;
 
+use ipsec::frag::{is_fragment, Reassembler, Step};
 use packet::{
     dont_fragment, dst_addr, fragment_v4, fragment_v6, icmp4_too_big, icmp6_too_big, ip_protocol,
     link_local, udp_headers, version, IPV6_MIN_MTU, UDP_HEAD,
 };
-use reassembly::{is_fragment, Reassembler, Step};
 
 /// Packets read from one descriptor before the others get a turn.
 pub const BATCH: usize = 64;
@@ -82,6 +82,9 @@ pub const BATCH: usize = 64;
 /// the other direction (the default, 208 KiB, dropped about one packet in
 /// ten of a TCP stream here, unoptimized).
 const RECV_BUFFER: usize = 4 << 20;
+
+/// Datagrams from the TUN whose fragments wait at once.
+pub(super) const REASSEMBLY_SLOTS: usize = 16;
 
 /// Packets the kernel queues for the TUN's reader: at 500 (a TUN's
 /// default) a TCP stream's bursts overflowed it here, one packet in 30.
@@ -401,7 +404,7 @@ impl Gateway {
                 scratch: Vec::with_capacity(65_536),
                 whole: Vec::with_capacity(65_536),
             },
-            reassembly: Reassembler::default(),
+            reassembly: Reassembler::new(REASSEMBLY_SLOTS),
             now: 0,
             frag_id: 1,
             tun_dropped_at_start,

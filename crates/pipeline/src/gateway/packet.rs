@@ -327,7 +327,7 @@ pub(super) fn udp_headers(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::gateway::reassembly::{Reassembler, Step};
+    use ipsec::frag::{Reassembler, Step};
     use wire::icmp::IcmpPacket;
     use wire::icmpv6::Icmpv6Packet;
     use wire::ipv4::Ipv4Packet;
@@ -429,7 +429,7 @@ pub(super) mod tests {
                 assert!(Ipv4Packet::new_checked(&f[..]).unwrap().verify_checksum());
             }
         }
-        let mut r = Reassembler::default();
+        let mut r = Reassembler::new(crate::gateway::REASSEMBLY_SLOTS);
         let mut whole = Vec::new();
         let n = frags.len();
         for (i, f) in frags.iter().rev().enumerate() {
