@@ -128,28 +128,8 @@ impl Layout {
     }
 }
 
-/// The Internet checksum of `data` (RFC 1071), folded and complemented.
-pub(crate) fn checksum(data: &[u8]) -> u16 {
-    !fold(sum(data, 0))
-}
-
-pub(crate) fn sum(data: &[u8], mut acc: u64) -> u64 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [b] = chunks.remainder() {
-        acc += u64::from(*b) << 8;
-    }
-    acc
-}
-
-pub(crate) fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
+/// The Internet checksum of `data` (RFC 1071): `wire`'s.
+pub(crate) use wire::checksum::checksum;
 
 /// Sets the length field(s) of the IP packet `p` (IPv4 total length and
 /// checksum; IPv6 payload length) to its length.
@@ -166,26 +146,14 @@ pub(crate) fn fix_lengths(p: &mut [u8], v6: bool, ipv4_header_len: usize) {
     }
 }
 
-/// The UDP checksum of a UDP header and payload over IPv6 (or IPv4).
+/// The UDP checksum of a UDP header and payload over IPv6 (or IPv4), with
+/// its pseudo-header; 0 is sent as 0xffff (RFC 768).
 pub(crate) fn udp_checksum(src: IpAddr, dst: IpAddr, udp: &[u8]) -> u16 {
-    let mut acc = 0u64;
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            acc = sum(&s.octets(), acc);
-            acc = sum(&d.octets(), acc);
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            acc = sum(&s.octets(), acc);
-            acc = sum(&d.octets(), acc);
-        }
-        _ => {}
-    }
-    acc += u64::from(UDP) + udp.len() as u64;
-    let c = !fold(sum(udp, acc));
-    if c == 0 {
-        0xffff
-    } else {
-        c
+    use wire::checksum::{fold, pseudo_header, sum};
+    let acc = pseudo_header(&src, &dst, wire::IpProtocol::Udp, udp.len() as u32) + sum(udp);
+    match !fold(acc) {
+        0 => 0xffff,
+        c => c,
     }
 }
 
