@@ -20,19 +20,83 @@ const K24: &str = "0102030405060708090a0b0c0d0e0f101112131415161718";
 const K32: &str = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20";
 const K36: &str = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2021222324";
 
+/// Whether `tool` is here; under CI a missing one is a failure, elsewhere
+/// the test is skipped with a note.
+fn have(tool: &str, ok: bool) -> bool {
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{tool} is missing under CI: scripts/install-deps.sh installs it"
+        );
+        eprintln!("skipped: {tool} is not installed (scripts/install-deps.sh installs it)");
+    }
+    ok
+}
+
 fn have_scapy() -> bool {
     let ok = Command::new("python3")
         .args(["-c", "import scapy.layers.ipsec"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "scapy is missing under CI: scripts/install-deps.sh installs it"
-        );
-        eprintln!("skipped: scapy is not installed (scripts/install-deps.sh installs it)");
+    have("scapy", ok)
+}
+
+/// The two hosts the SAs join.
+fn hosts(v6: bool) -> (&'static str, &'static str) {
+    if v6 {
+        ("2001:db8::1", "2001:db8::2")
+    } else {
+        ("10.1.0.1", "10.2.0.1")
     }
-    ok
+}
+
+/// `count` packets from host 1 to host 2 (`hosts`), of `size` bytes and
+/// protocol `proto` as `kansoku synth` takes them, into `plain`.
+fn synth(v6: bool, count: u32, size: &str, proto: &str, plain: &Path) {
+    let (ip, s, d) = if v6 {
+        ("6", "2001:db8::1/128", "2001:db8::2/128")
+    } else {
+        ("4", "10.1.0.1/32", "10.2.0.1/32")
+    };
+    let count = count.to_string();
+    run_ok(&[
+        "synth",
+        "-c",
+        &count,
+        "--size",
+        size,
+        "--proto",
+        proto,
+        "--ip",
+        ip,
+        "--src-net",
+        s,
+        "--dst-net",
+        d,
+        "--compress",
+        "none",
+        "-w",
+        p(plain),
+    ]);
+}
+
+/// `kansoku ipsec encap|decap` of `input` with the SAs of `conf` into an
+/// uncompressed `output`, and `extra` flags; its standard output.
+fn ipsec(way: &str, input: &Path, conf: &Path, output: &Path, extra: &[&str]) -> Vec<u8> {
+    let mut args = vec![
+        "ipsec",
+        way,
+        "-r",
+        p(input),
+        "--sa",
+        p(conf),
+        "--compress",
+        "none",
+        "-w",
+        p(output),
+    ];
+    args.extend_from_slice(extra);
+    run_ok(&args).stdout
 }
 
 /// One SA: its setkey algorithms, and scapy's names for them.
@@ -157,11 +221,7 @@ fn scapy_and_kansoku_agree_both_ways() {
     for (i, s) in suites().into_iter().enumerate() {
         for v6 in [false, true] {
             for mode in ["transport", "tunnel"] {
-                let (src, dst) = if v6 {
-                    ("2001:db8::1", "2001:db8::2")
-                } else {
-                    ("10.1.0.1", "10.2.0.1")
-                };
+                let (src, dst) = hosts(v6);
                 let dir =
                     tmp.path()
                         .join(format!("{i}-{}-{mode}-{}", s.proto, if v6 { 6 } else { 4 }));
@@ -187,11 +247,7 @@ fn scapy_and_kansoku_agree_both_ways() {
     {
         for v6 in [false, true] {
             for mode in ["transport", "tunnel"] {
-                let (src, dst) = if v6 {
-                    ("2001:db8::1", "2001:db8::2")
-                } else {
-                    ("10.1.0.1", "10.2.0.1")
-                };
+                let (src, dst) = hosts(v6);
                 let dir = tmp
                     .path()
                     .join(format!("udp-{i}-{mode}-{}", if v6 { 6 } else { 4 }));
@@ -213,11 +269,7 @@ fn scapy_and_kansoku_agree_both_ways() {
     }
     // AH+ESP bundles: ESP first, AH around it.
     for v6 in [false, true] {
-        let (src, dst) = if v6 {
-            ("2001:db8::1", "2001:db8::2")
-        } else {
-            ("10.1.0.1", "10.2.0.1")
-        };
+        let (src, dst) = hosts(v6);
         let all = suites();
         let (e, a) = (&all[1], &all[9]);
         let dir = tmp
@@ -248,45 +300,10 @@ fn scapy_and_kansoku_agree_both_ways() {
         );
         std::fs::write(&conf, &c.conf).unwrap();
         std::fs::write(&sas, serde_json::to_string(&c.sas).unwrap()).unwrap();
-        let (ip, s, d) = if c.v6 {
-            ("6", "2001:db8::1/128", "2001:db8::2/128")
-        } else {
-            ("4", "10.1.0.1/32", "10.2.0.1/32")
-        };
-        run_ok(&[
-            "synth",
-            "-c",
-            "24",
-            "--size",
-            "64-1400",
-            "--proto",
-            "mix",
-            "--ip",
-            ip,
-            "--src-net",
-            s,
-            "--dst-net",
-            d,
-            "--compress",
-            "none",
-            "-w",
-            p(&plain),
-        ]);
+        synth(c.v6, 24, "64-1400", "mix", &plain);
         let k = c.dir.join("kansoku.pcap");
-        let out = run_ok(&[
-            "ipsec",
-            "encap",
-            "-r",
-            p(&plain),
-            "--sa",
-            p(&conf),
-            "--compress",
-            "none",
-            "-w",
-            p(&k),
-            "--json",
-        ]);
-        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let out = ipsec("encap", &plain, &conf, &k, &["--json"]);
+        let r: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(r["transformed"], 24, "{}: {r}", c.conf);
         jobs.push(json!({"op": "check", "sas": c.sas, "plain": p(&plain), "other": p(&k)}));
         if c.scapy_makes {
@@ -312,20 +329,14 @@ fn scapy_and_kansoku_agree_both_ways() {
     // kansoku takes back what scapy made: the same IP packets as the plain trace.
     for c in cases.iter().filter(|c| c.scapy_makes) {
         let back = c.dir.join("back.pcap");
-        let out = run_ok(&[
-            "ipsec",
+        let out = ipsec(
             "decap",
-            "-r",
-            p(&c.dir.join("scapy.pcap")),
-            "--sa",
-            p(&c.dir.join("sa.conf")),
-            "--compress",
-            "none",
-            "-w",
-            p(&back),
-            "--json",
-        ]);
-        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+            &c.dir.join("scapy.pcap"),
+            &c.dir.join("sa.conf"),
+            &back,
+            &["--json"],
+        );
+        let r: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             (r["transformed"].as_u64(), r["rejected"].as_u64()),
             (Some(24), Some(0)),
@@ -363,15 +374,7 @@ fn tshark_suites() -> Vec<(String, bool)> {
 }
 
 fn have_tshark() -> bool {
-    if common::tshark_available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "tshark is missing under CI: scripts/install-deps.sh installs it"
-    );
-    eprintln!("skipped: tshark is not installed");
-    false
+    have("tshark", common::tshark_available())
 }
 
 /// tshark over `pcap` with the esp_sa table `table` in a profile of its
@@ -426,11 +429,7 @@ fn tshark_decrypts_every_esp_packet_kansoku_writes() {
         for v6 in [false, true] {
             for mode in ["transport", "tunnel"] {
                 for udp in [false, true] {
-                    let (src, dst) = if v6 {
-                        ("2001:db8::1", "2001:db8::2")
-                    } else {
-                        ("10.1.0.1", "10.2.0.1")
-                    };
+                    let (src, dst) = hosts(v6);
                     let dir = tmp.path().join(format!("t{i}-{v6}-{mode}-{udp}"));
                     std::fs::create_dir(&dir).unwrap();
                     let encap = if udp { " -udp-encap 4500 4500" } else { "" };
@@ -441,44 +440,14 @@ fn tshark_decrypts_every_esp_packet_kansoku_writes() {
                         dir.join("esp.pcap"),
                         dir.join("esp_sa"),
                     );
-                    let (ip, s, d) = if v6 {
-                        ("6", "2001:db8::1/128", "2001:db8::2/128")
-                    } else {
-                        ("4", "10.1.0.1/32", "10.2.0.1/32")
-                    };
-                    run_ok(&[
-                        "synth",
-                        "-c",
-                        "12",
-                        "--size",
-                        "64-1400",
-                        "--proto",
-                        "mix",
-                        "--ip",
-                        ip,
-                        "--src-net",
-                        s,
-                        "--dst-net",
-                        d,
-                        "--compress",
-                        "none",
-                        "-w",
-                        p(&plain),
-                    ]);
-                    run_ok(&[
-                        "ipsec",
+                    synth(v6, 12, "64-1400", "mix", &plain);
+                    ipsec(
                         "encap",
-                        "-r",
-                        p(&plain),
-                        "--sa",
-                        p(&dir.join("sa.conf")),
-                        "--compress",
-                        "none",
-                        "-w",
-                        p(&k),
-                        "--write-esp-sa",
-                        p(&table),
-                    ]);
+                        &plain,
+                        &dir.join("sa.conf"),
+                        &k,
+                        &["--write-esp-sa", p(&table)],
+                    );
                     // The protocols synth sends, as ESP's next header.
                     let inner: &[&str] = match (mode, v6) {
                         ("tunnel", false) => &["4"],
@@ -530,37 +499,8 @@ fn one_flipped_byte_kansoku_refuses_and_tshark_marks_bad() {
             dir.join(format!("esp{i}.pcap")),
             dir.join(format!("esp_sa{i}")),
         );
-        run_ok(&[
-            "synth",
-            "-c",
-            "5",
-            "--size",
-            "200",
-            "--proto",
-            "udp",
-            "--src-net",
-            "10.1.0.1/32",
-            "--dst-net",
-            "10.2.0.1/32",
-            "--compress",
-            "none",
-            "-w",
-            p(&plain),
-        ]);
-        run_ok(&[
-            "ipsec",
-            "encap",
-            "-r",
-            p(&plain),
-            "--sa",
-            p(&conf),
-            "--compress",
-            "none",
-            "-w",
-            p(&k),
-            "--write-esp-sa",
-            p(&table),
-        ]);
+        synth(false, 5, "200", "udp", &plain);
+        ipsec("encap", &plain, &conf, &k, &["--write-esp-sa", p(&table)]);
         // The file ends with the last packet's ICV: flip a byte of it.
         let mut bytes = std::fs::read(&k).unwrap();
         let n = bytes.len();
