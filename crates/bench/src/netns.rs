@@ -6,20 +6,17 @@
 
 use std::ffi::OsStr;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 
+use capture::netns::Namespace;
 use pipeline::{Error, Result};
 
 use crate::peers::{must, run_quiet};
-
-/// Namespaces made by this process so far, for unique names.
-static MADE: AtomicU32 = AtomicU32::new(0);
 
 /// The bench's network namespace and veth pair, removed when dropped.
 #[derive(Debug)]
 pub struct Netns {
     /// `kbc-PID-N`: unique on the host while this process lives.
-    pub name: String,
+    ns: Namespace,
     /// The generator sends here.
     pub tx: String,
     /// The capture listens here.
@@ -32,33 +29,34 @@ impl Netns {
     /// the veth pair up. The pair lives inside the namespace, so its names
     /// cannot clash with the host's interfaces.
     pub fn create() -> Result<Netns> {
-        let pid = std::process::id();
-        let n = MADE.fetch_add(1, Ordering::Relaxed);
-        let ns = Netns {
-            name: format!("kbc-{pid}-{n}"),
-            tx: "kbc-tx".to_string(),
-            rx: "kbc-rx".to_string(),
-        };
-        run_quiet(Command::new("ip").args(["netns", "add", &ns.name])).map_err(|e| {
+        let ns = Namespace::create("kbc").map_err(|e| {
             Error::input(format!(
                 "{e} (bench capture needs root: CAP_SYS_ADMIN and CAP_NET_ADMIN)"
             ))
         })?;
         // From here on, Drop removes the namespace whatever fails.
-        let n = &ns.name;
+        let ns = Netns {
+            ns,
+            tx: "kbc-tx".to_string(),
+            rx: "kbc-rx".to_string(),
+        };
         ns.exec(&[
             "sysctl",
             "-qw",
             "net.ipv6.conf.all.disable_ipv6=1",
             "net.ipv6.conf.default.disable_ipv6=1",
         ])?;
-        must(Command::new("ip").args(["-n", n, "link", "set", "lo", "up"]))?;
-        must(Command::new("ip").args([
-            "-n", n, "link", "add", &ns.tx, "type", "veth", "peer", "name", &ns.rx,
-        ]))?;
-        must(Command::new("ip").args(["-n", n, "link", "set", &ns.tx, "up"]))?;
-        must(Command::new("ip").args(["-n", n, "link", "set", &ns.rx, "up"]))?;
+        let ip = |args: &[&str]| ns.ns.ip(args).map_err(|e| Error::input(e.to_string()));
+        ip(&[
+            "link", "add", &ns.tx, "type", "veth", "peer", "name", &ns.rx,
+        ])?;
+        ip(&["link", "set", &ns.tx, "up"])?;
+        ip(&["link", "set", &ns.rx, "up"])?;
         Ok(ns)
+    }
+
+    pub fn name(&self) -> &str {
+        self.ns.name()
     }
 
     /// Runs `argv` inside the namespace to completion.
@@ -70,17 +68,8 @@ impl Netns {
     /// place, so the child's pid is the program's own).
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name]).arg(program);
+        c.args(["netns", "exec", self.ns.name()]).arg(program);
         c
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        // Deleting the namespace deletes the veth pair in it.
-        if let Err(e) = run_quiet(Command::new("ip").args(["netns", "del", &self.name])) {
-            eprintln!("kansoku: removing network namespace {}: {e}", self.name);
-        }
     }
 }
 
@@ -97,27 +86,8 @@ pub fn list() -> Vec<String> {
 }
 
 /// Whether tests that need root (network namespaces, veth pairs, raw
-/// sockets) can run. CI runs as root and must run them; elsewhere they
-/// are skipped with a note naming `what`. For the tests of every crate
-/// (kansoku's tests/common.rs can call it too).
-pub fn can_run(what: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{what} tests need root, and CI runs as root"
-        );
-        eprintln!("skipping: {what} tests need root");
-    }
-    root
-}
+/// sockets) can run: [`capture::netns::can_run`].
+pub use capture::netns::can_run;
 
 #[cfg(test)]
 mod tests {
@@ -130,8 +100,8 @@ mod tests {
         }
         let a = Netns::create().unwrap();
         let b = Netns::create().unwrap();
-        assert_ne!(a.name, b.name);
-        assert!(list().contains(&a.name) && list().contains(&b.name));
+        assert_ne!(a.name(), b.name());
+        assert!(list().iter().any(|n| n == a.name()) && list().iter().any(|n| n == b.name()));
         let links = String::from_utf8(a.exec(&["ip", "-o", "link"]).unwrap()).unwrap();
         assert!(
             links.contains("kbc-tx@kbc-rx") && links.contains("kbc-rx@kbc-tx"),
@@ -141,7 +111,7 @@ mod tests {
             links.contains("state UP") || links.contains(",UP"),
             "{links}"
         );
-        let (na, nb) = (a.name.clone(), b.name.clone());
+        let (na, nb) = (a.name().to_string(), b.name().to_string());
         drop(a);
         drop(b);
         let left = list();

@@ -1,11 +1,15 @@
-//! Moving a thread into a network namespace (`setns(2)`), for tests and
-//! tools that open devices and sockets inside one: a descriptor keeps the
-//! namespace it was opened in, whichever thread uses it later.
+//! Network namespaces for tests, benches and tools: [`Namespace`] makes one
+//! of this process's own and removes it, [`enter`] moves a thread into one
+//! (`setns(2)`) so that devices and sockets open there (a descriptor keeps
+//! the namespace it was opened in, whichever thread uses it later), and
+//! [`can_run`] says whether the process may do any of it.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Moves the calling thread, and only it, into the network namespace at
 /// `path` (`/run/netns/NAME` for one made by `ip netns add NAME`). Needs
@@ -25,4 +29,101 @@ pub fn enter(path: &Path) -> io::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Whether this process runs as root, as network namespaces, veth pairs and
+/// raw sockets need. CI runs as root and must run what needs it: there a
+/// `false` is a failure; elsewhere the caller skips, and a note names `what`.
+pub fn can_run(what: &str) -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what} tests need root, and CI runs as root"
+        );
+        eprintln!("skipping: {what} tests need root");
+    }
+    root
+}
+
+/// Namespaces made by this process so far, for unique names.
+static MADE: AtomicU32 = AtomicU32::new(0);
+
+/// A network namespace of this process's own (`PREFIX-PID-N`, unique on the
+/// host while the process lives) with loopback up, deleted with whatever is
+/// in it (veth ends, TUN devices) when dropped. Made with `ip netns add`.
+#[derive(Debug)]
+pub struct Namespace {
+    name: String,
+}
+
+impl Namespace {
+    pub fn create(prefix: &str) -> io::Result<Namespace> {
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        run(Command::new("ip").args(["netns", "add", &name]))?;
+        // From here on, Drop removes the namespace whatever fails.
+        let ns = Namespace { name };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `/run/netns/NAME`, for [`enter`].
+    pub fn path(&self) -> PathBuf {
+        Path::new("/run/netns").join(&self.name)
+    }
+
+    /// `ip -n NAME ARGS...` to completion: its standard output.
+    pub fn ip(&self, args: &[&str]) -> io::Result<String> {
+        run(Command::new("ip").args(["-n", &self.name]).args(args))
+    }
+
+    /// `argv` inside the namespace (`ip netns exec` execs it in place, so
+    /// a child's pid is the program's own), standard input closed.
+    pub fn command(&self, argv: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name])
+            .args(argv)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// [`Namespace::command`] to completion: its standard output.
+    pub fn exec(&self, argv: &[&str]) -> io::Result<String> {
+        run(&mut self.command(argv))
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        if let Err(e) = run(Command::new("ip").args(["netns", "del", &self.name])) {
+            eprintln!("kansoku: removing network namespace {}: {e}", self.name);
+        }
+    }
+}
+
+/// Runs `cmd` to completion: its standard output, or an error naming the
+/// command and saying what it printed.
+fn run(cmd: &mut Command) -> io::Result<String> {
+    let out = cmd.stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{cmd:?} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -12,11 +12,10 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsFd;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use capture::netns::{can_run, Namespace};
 use capture::poll::wait_readable;
 use capture::rawip::{path_mtu, path_mtu_via, NAT_T_PORT};
 use capture::{RawIpReceiver, RawIpSender, SendFault, Tun, UdpEncap};
@@ -25,80 +24,28 @@ use wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use wire::ipv6::Ipv6Repr;
 use wire::IpProtocol;
 
-/// Whether root-only tests can run; as `bench::netns::can_run`.
-fn can_run(what: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{what} tests need root, and CI runs as root"
-        );
-        eprintln!("skipping: {what} tests need root");
-    }
-    root
-}
-
-/// Runs `cmd` to completion, panicking with its stderr if it fails.
-fn must(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Namespaces made by this process so far, for unique names.
-static MADE: AtomicU32 = AtomicU32::new(0);
-
-/// A network namespace with loopback up, deleted when dropped.
-struct Ns {
-    name: String,
-}
+/// A network namespace with loopback up, deleted when dropped; a failed
+/// command panics with what it printed.
+struct Ns(Namespace);
 
 impl Ns {
     fn create() -> Ns {
-        let name = format!(
-            "kio-{}-{}",
-            std::process::id(),
-            MADE.fetch_add(1, Ordering::Relaxed)
-        );
-        must(Command::new("ip").args(["netns", "add", &name]));
-        // From here on, Drop removes the namespace whatever fails.
-        let ns = Ns { name };
-        ns.ip(&["link", "set", "lo", "up"]);
-        ns
+        Ns(Namespace::create("kio").unwrap())
     }
 
     /// `ip -n NAME args...`.
     fn ip(&self, args: &[&str]) -> String {
-        must(Command::new("ip").args(["-n", &self.name]).args(args))
+        self.0.ip(args).unwrap()
     }
 
     /// `argv` run inside the namespace.
     fn exec(&self, argv: &[&str]) -> String {
-        must(
-            Command::new("ip")
-                .args(["netns", "exec", &self.name])
-                .args(argv),
-        )
+        self.0.exec(argv).unwrap()
     }
 
     /// `f`'s result, run on a thread of its own inside the namespace.
     fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = PathBuf::from("/run/netns").join(&self.name);
+        let path = self.0.path();
         std::thread::scope(|s| {
             s.spawn(|| {
                 capture::netns::enter(&path).unwrap();
@@ -130,17 +77,6 @@ impl Ns {
     }
 }
 
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let out = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-        if !matches!(&out, Ok(o) if o.status.success()) {
-            eprintln!("removing network namespace {}: {out:?}", self.name);
-        }
-    }
-}
-
 const A4: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 1);
 const B4: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 2);
 /// B's second address, behind a route with MTU 1280 in A.
@@ -165,7 +101,16 @@ impl Pair {
         };
         let (a, b) = (&pair.a, &pair.b);
         a.ip(&[
-            "link", "add", "kio-a", "type", "veth", "peer", "name", "kio-b", "netns", &b.name,
+            "link",
+            "add",
+            "kio-a",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "kio-b",
+            "netns",
+            b.0.name(),
         ]);
         a.ip(&["addr", "add", "10.78.0.1/24", "dev", "kio-a"]);
         a.ip(&["addr", "add", "fd00:78::1/64", "dev", "kio-a", "nodad"]);
@@ -191,8 +136,9 @@ impl Pair {
         // up, up to a second or two later; packets sent before are lost.
         for b in ["10.78.0.2", "fd00:78::2"] {
             let start = Instant::now();
-            while !Command::new("ip")
-                .args(["netns", "exec", &a.name, "ping", "-c", "1", "-W", "1", b])
+            while !a
+                .0
+                .command(&["ping", "-c", "1", "-W", "1", b])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
@@ -664,15 +610,12 @@ fn a_tun_device_answers_ping() {
     ns.ip(&["addr", "add", "10.77.0.1/24", "dev", tun.name()]);
     ns.ip(&["addr", "add", "fd00:77::1/64", "dev", tun.name(), "nodad"]);
     for target in ["10.77.0.2", "fd00:77::2"] {
-        let mut ping = Command::new("ip")
-            .args([
-                "netns", "exec", &ns.name, "ping", "-c", "1", "-W", "3", target,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut ping =
+            ns.0.command(&["ping", "-c", "1", "-W", "3", target])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
         let start = Instant::now();
         let mut answered = 0;
         let mut buf = [0u8; 2048];
@@ -719,25 +662,12 @@ fn a_tun_device_answers_ping() {
     assert!(tun.write(&[0x20; 28]).is_err());
 
     // A packet longer than the read buffer: the kernel cuts it, read says so.
-    let mut ping = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.name,
-            "ping",
-            "-c",
-            "1",
-            "-W",
-            "1",
-            "-s",
-            "1000",
-            "10.77.0.2",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut ping =
+        ns.0.command(&["ping", "-c", "1", "-W", "1", "-s", "1000", "10.77.0.2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
     let start = Instant::now();
     let mut small = [0u8; 100];
     let mut cut = None;

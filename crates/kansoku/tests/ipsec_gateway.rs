@@ -17,10 +17,10 @@ mod common;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use capture::netns::Namespace;
 use common::*;
 use serde_json::Value;
 
@@ -77,22 +77,6 @@ fn ah_esp() -> String {
             &format!("-A hmac-sha256 {K32B}"),
         ]),
     )
-}
-
-/// Runs `cmd` to completion, panicking with its output if it fails.
-fn must(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout).trim(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Calls `f` every 100 ms until it is true or `limit` passes.
@@ -170,25 +154,13 @@ impl Drop for Bg {
     }
 }
 
-/// Namespaces made by this process so far, for unique names.
-static MADE: AtomicU32 = AtomicU32::new(0);
-
-/// A network namespace, deleted when dropped.
-struct Ns {
-    name: String,
-}
+/// A network namespace, deleted when dropped; a failed command panics
+/// with what it printed.
+struct Ns(Namespace);
 
 impl Ns {
     fn create() -> Ns {
-        let name = format!(
-            "kgw-{}-{}",
-            std::process::id(),
-            MADE.fetch_add(1, Ordering::Relaxed)
-        );
-        must(Command::new("ip").args(["netns", "add", &name]));
-        // From here on, Drop removes the namespace whatever fails.
-        let ns = Ns { name };
-        ns.ip(&["link", "set", "lo", "up"]);
+        let ns = Ns(Namespace::create("kgw").unwrap());
         // Loose reverse-path filtering whatever the host's default: ESP from
         // the peer comes in on the veth while the route back to the peer's
         // address goes into the TUN.
@@ -196,19 +168,20 @@ impl Ns {
         ns
     }
 
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
     fn ip(&self, args: &[&str]) -> String {
-        must(Command::new("ip").args(["-n", &self.name]).args(args))
+        self.0.ip(args).unwrap()
     }
 
     fn command(&self, argv: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name]).args(argv);
-        c.stdin(Stdio::null());
-        c
+        self.0.command(argv)
     }
 
     fn exec(&self, argv: &[&str]) -> String {
-        must(&mut self.command(argv))
+        self.0.exec(argv).unwrap()
     }
 
     fn spawn(&self, argv: &[&str]) -> Bg {
@@ -220,18 +193,7 @@ impl Ns {
             .unwrap_or_else(|e| panic!("starting {argv:?}: {e}"));
         Bg {
             child,
-            what: format!("{argv:?} in {}", self.name),
-        }
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let out = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-        if !matches!(&out, Ok(o) if o.status.success()) {
-            eprintln!("removing network namespace {}: {out:?}", self.name);
+            what: format!("{argv:?} in {}", self.name()),
         }
     }
 }
@@ -251,7 +213,16 @@ impl Pair {
         };
         let (a, b) = (&pair.a, &pair.b);
         a.ip(&[
-            "link", "add", VETH_A, "type", "veth", "peer", "name", VETH_B, "netns", &b.name,
+            "link",
+            "add",
+            VETH_A,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            VETH_B,
+            "netns",
+            b.name(),
         ]);
         a.ip(&["addr", "add", &format!("{A4}/24"), "dev", VETH_A]);
         a.ip(&["addr", "add", &format!("{A6}/64"), "dev", VETH_A, "nodad"]);
@@ -301,7 +272,7 @@ impl Pair {
                     if let Some(mut e) = gw.child.stderr.take() {
                         let _ = e.read_to_string(&mut err);
                     }
-                    panic!("gateway in {} ended ({s}): {err}", ns.name);
+                    panic!("gateway in {} ended ({s}): {err}", ns.name());
                 }
                 let out = ns
                     .command(&["ip", "link", "show", TUN])
@@ -310,7 +281,7 @@ impl Pair {
                     .unwrap_or_default();
                 out.contains(",UP")
             });
-            assert!(up, "{TUN} not up in {} within 10 s", ns.name);
+            assert!(up, "{TUN} not up in {} within 10 s", ns.name());
             ns.ip(&[
                 "route",
                 "add",
@@ -330,7 +301,7 @@ impl Pair {
                 "src",
                 src6,
             ]);
-            gw.what = format!("gateway in {}", ns.name);
+            gw.what = format!("gateway in {}", ns.name());
             gw
         })
     }
