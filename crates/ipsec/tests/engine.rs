@@ -89,6 +89,25 @@ fn tcp6(src: u8, dst: u8, n: usize, seed: u8) -> Vec<u8> {
     p
 }
 
+/// The SA's two hosts.
+fn hosts(v6: bool) -> (&'static str, &'static str) {
+    if v6 {
+        ("2001:db8::1", "2001:db8::2")
+    } else {
+        ("10.1.0.1", "10.2.0.1")
+    }
+}
+
+/// A packet from the first host to the second: TCP over IPv6, UDP over
+/// IPv4, `n` bytes of payload.
+fn packet(v6: bool, n: usize, seed: u8) -> Vec<u8> {
+    if v6 {
+        tcp6(1, 2, n, seed)
+    } else {
+        udp4([10, 1, 0, 1], [10, 2, 0, 1], n, seed)
+    }
+}
+
 fn checksum(h: &[u8]) -> u16 {
     let mut s: u32 = h
         .chunks(2)
@@ -124,20 +143,14 @@ fn outer(p: &[u8]) -> (u8, u8) {
 
 #[test]
 fn every_suite_both_versions_both_modes_comes_back() {
-    let hosts4 = ("10.1.0.1", "10.2.0.1", [10, 1, 0, 1], [10, 2, 0, 1]);
-    let hosts6 = ("2001:db8::1", "2001:db8::2");
     for (proto, algs) in suites() {
         for mode in ["transport", "tunnel"] {
             for v6 in [false, true] {
-                let (s, d) = if v6 { hosts6 } else { (hosts4.0, hosts4.1) };
+                let (s, d) = hosts(v6);
                 let conf = format!("add {s} {d} {proto} 0x1234 -m {mode} {algs};");
                 let (mut tx, mut rx) = engines(&conf);
                 for n in [0usize, 1, 7, 64, 1400] {
-                    let p = if v6 {
-                        tcp6(1, 2, n, n as u8)
-                    } else {
-                        udp4(hosts4.2, hosts4.3, n, n as u8)
-                    };
+                    let p = packet(v6, n, n as u8);
                     let mut wire = Vec::new();
                     assert_eq!(
                         tx.outbound(&p, &mut wire),
@@ -171,11 +184,7 @@ fn every_suite_both_versions_both_modes_comes_back() {
 #[test]
 fn bundles_put_ah_around_esp_and_come_back() {
     for v6 in [false, true] {
-        let (s, d) = if v6 {
-            ("2001:db8::1", "2001:db8::2")
-        } else {
-            ("10.1.0.1", "10.2.0.1")
-        };
+        let (s, d) = hosts(v6);
         let conf = format!(
             "add {s} {d} esp 0x1001 -E 3des-cbc {K24};
              add {s} {d} ah 0x2001 -A hmac-sha1 {K20};
@@ -183,11 +192,7 @@ fn bundles_put_ah_around_esp_and_come_back() {
              spdadd {s} {d} any -P in ipsec esp/transport//require ah/transport//require;"
         );
         let (mut tx, mut rx) = engines(&conf);
-        let p = if v6 {
-            tcp6(1, 2, 300, 1)
-        } else {
-            udp4([10, 1, 0, 1], [10, 2, 0, 1], 300, 1)
-        };
+        let p = packet(v6, 300, 1);
         let mut wire = Vec::new();
         tx.outbound(&p, &mut wire).unwrap();
         let (proto, _) = outer(&wire);
@@ -211,21 +216,13 @@ fn bundles_put_ah_around_esp_and_come_back() {
 #[test]
 fn esp_in_udp_carries_esp_behind_port_4500() {
     for v6 in [false, true] {
-        let (s, d) = if v6 {
-            ("2001:db8::1", "2001:db8::2")
-        } else {
-            ("10.1.0.1", "10.2.0.1")
-        };
+        let (s, d) = hosts(v6);
         let conf = format!("add {s} {d} esp 0x1001 -E aes-gcm-16 {};", &K36[..42]);
         let mut cfg = parse_setkey(&conf).unwrap();
         cfg.sas[0].encap_udp = Some((4500, 4500));
         let mut tx = Engine::new(&cfg, Options::default()).unwrap();
         let mut rx = Engine::new(&cfg, Options::default()).unwrap();
-        let p = if v6 {
-            tcp6(1, 2, 100, 3)
-        } else {
-            udp4([10, 1, 0, 1], [10, 2, 0, 1], 100, 3)
-        };
+        let p = packet(v6, 100, 3);
         let mut wire = Vec::new();
         tx.outbound(&p, &mut wire).unwrap();
         let u = if v6 { 40 } else { 20 };
@@ -435,21 +432,13 @@ fn fragment6(p: &[u8], size: usize, id: u32) -> Vec<Vec<u8>> {
 #[test]
 fn fragments_are_reassembled_before_decapsulation() {
     for v6 in [false, true] {
-        let (s, d) = if v6 {
-            ("2001:db8::1", "2001:db8::2")
-        } else {
-            ("10.1.0.1", "10.2.0.1")
-        };
+        let (s, d) = hosts(v6);
         let conf = format!(
             "add {s} {d} esp 0x1001 -E aes-cbc 0x{} -A hmac-sha1 {K20};",
             &K32[2..34]
         );
         let (mut tx, mut rx) = engines(&conf);
-        let mut p = if v6 {
-            tcp6(1, 2, 1000, 5)
-        } else {
-            udp4([10, 1, 0, 1], [10, 2, 0, 1], 1000, 5)
-        };
+        let mut p = packet(v6, 1000, 5);
         if !v6 {
             p[6] = 0; // no DF: this packet is fragmented on its way
             set_checksum(&mut p);
@@ -644,11 +633,7 @@ fn in_place_and_copying_paths_agree() {
                     continue;
                 }
                 for v6 in [false, true] {
-                    let (s, d) = if v6 {
-                        ("2001:db8::1", "2001:db8::2")
-                    } else {
-                        ("10.1.0.1", "10.2.0.1")
-                    };
+                    let (s, d) = hosts(v6);
                     let conf = format!("add {s} {d} {proto} 0x1234 -m {mode}{udp} {algs};");
                     let (mut copy, mut rx_copy) = engines(&conf);
                     let (mut inplace, mut rx_inplace) = engines(&conf);
@@ -659,11 +644,7 @@ fn in_place_and_copying_paths_agree() {
                     };
                     let mut pb = PacketBuf::new();
                     for len in [0usize, 1, 31, 600, 1400] {
-                        let p = if v6 {
-                            tcp6(1, 2, len, 3)
-                        } else {
-                            udp4([10, 1, 0, 1], [10, 2, 0, 1], len, 3)
-                        };
+                        let p = packet(v6, len, 3);
                         let iv = [0x5au8; 16];
                         let ivn = if algs.contains("aes-cbc") { 16 } else { 8 };
                         copy.sa_mut(p_proto, 0x1234)
