@@ -408,26 +408,15 @@ impl Engine {
             Protocol::Esp => {
                 let udp = sa.sa.encap_udp;
                 let udp_at = out.len();
-                match udp {
-                    Some((s, d)) => {
-                        out[l.protocol_at] = UDP;
-                        out.extend_from_slice(&s.to_be_bytes());
-                        out.extend_from_slice(&d.to_be_bytes());
-                        out.extend_from_slice(&[0; 4]);
+                out[l.protocol_at] = match udp {
+                    Some(ports) => {
+                        out.extend_from_slice(&udp_header(ports));
+                        UDP
                     }
-                    None => out[l.protocol_at] = ESP,
-                }
+                    None => ESP,
+                };
                 esp::seal(sa, payload, l.protocol, out)?;
-                check_size(out, l.v6)?;
-                if udp.is_some() {
-                    let ulen = (out.len() - udp_at) as u16;
-                    out[udp_at + 4..udp_at + 6].copy_from_slice(&ulen.to_be_bytes());
-                    if l.v6 {
-                        let c = ip::udp_checksum(l.src, l.dst, &out[udp_at..]);
-                        out[udp_at + 6..udp_at + 8].copy_from_slice(&c.to_be_bytes());
-                    }
-                }
-                ip::fix_lengths(out, l.v6, ihl);
+                finish_esp_out(out, udp.map(|_| udp_at), l.v6, ihl, (l.src, l.dst))?;
             }
             Protocol::Ah => {
                 out[l.protocol_at] = AH;
@@ -700,6 +689,39 @@ fn finish_in(out: &mut [u8], l: &Layout, nh: u8, tunnel: bool) -> Result<(), Rej
     out[l.protocol_at] = nh;
     check_size(out, l.v6)?;
     ip::fix_lengths(out, l.v6, if l.v6 { 40 } else { l.header_len });
+    Ok(())
+}
+
+/// A UDP header for ESP in UDP (RFC 3948): the ports; length and checksum
+/// left for [`finish_esp_out`].
+fn udp_header((src, dst): (u16, u16)) -> [u8; 8] {
+    let mut h = [0u8; 8];
+    h[..2].copy_from_slice(&src.to_be_bytes());
+    h[2..4].copy_from_slice(&dst.to_be_bytes());
+    h
+}
+
+/// Completes the outbound ESP packet `p` (a whole IP packet): with ESP in
+/// UDP, the UDP header at `udp_at` gets its length and, over IPv6, its
+/// checksum (zero over IPv4, RFC 3948 §2.1) for the outer `addrs`; then the
+/// IP lengths (and IPv4 checksum over `ipv4_header_len` bytes).
+fn finish_esp_out(
+    p: &mut [u8],
+    udp_at: Option<usize>,
+    v6: bool,
+    ipv4_header_len: usize,
+    (src, dst): (IpAddr, IpAddr),
+) -> Result<(), Reject> {
+    check_size(p, v6)?;
+    if let Some(u) = udp_at {
+        let ulen = (p.len() - u) as u16;
+        p[u + 4..u + 6].copy_from_slice(&ulen.to_be_bytes());
+        if v6 {
+            let c = ip::udp_checksum(src, dst, &p[u..]);
+            p[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
+        }
+    }
+    ip::fix_lengths(p, v6, if v6 { 40 } else { ipv4_header_len });
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use ipsec::{Config, Engine, Keying, Options, Protocol, SaState};
 use pipeline::gateway::{Direction as Way, Gateway, GatewayConfig, GatewayReport};
-use pipeline::{display_path, Control, Direction, Error, IpsecRun, Report, TraceSink};
+use pipeline::{display_path, load_sa, Control, Direction, Error, IpsecRun, Report, TraceSink};
 use serde_json::json;
 
 use crate::args::{GatewayArgs, IpsecArgs, IpsecCommand, IpsecTraceArgs};
@@ -22,13 +22,6 @@ pub fn run(args: &IpsecArgs) -> pipeline::Result<Report> {
     }
 }
 
-/// Reads an SA file: setkey lines, Wireshark's `esp_sa` table or `ip xfrm
-/// state` output; errors as `FILE:LINE:COLUMN: what`.
-pub fn load_sa_file(path: &Path) -> pipeline::Result<Config> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
-    ipsec::parse_setkey(&text).map_err(|e| Error::input(format!("{}:{e}", display_path(path))))
-}
-
 fn engine(path: &Path, cfg: &Config, legacy: bool) -> pipeline::Result<Engine> {
     let keying = if legacy {
         Keying::PerPacket
@@ -40,7 +33,7 @@ fn engine(path: &Path, cfg: &Config, legacy: bool) -> pipeline::Result<Engine> {
 }
 
 fn over_trace(args: &IpsecTraceArgs, dir: Direction) -> pipeline::Result<Report> {
-    let cfg = load_sa_file(&args.sa)?;
+    let cfg = load_sa(&args.sa)?;
     let engine = engine(&args.sa, &cfg, args.legacy_per_packet_keys)?;
     let mut run: IpsecRun<TraceSink> = IpsecRun::new(engine, dir, args.out.write_sink()?);
     run.rejected = args
@@ -243,7 +236,7 @@ fn write_esp_sa(path: &Path, cfg: &Config) -> pipeline::Result<()> {
 }
 
 fn gateway(args: &GatewayArgs) -> pipeline::Result<Report> {
-    let sa = load_sa_file(&args.sa)?;
+    let sa = load_sa(&args.sa)?;
     let mut gw = Gateway::open(GatewayConfig {
         tun_name: args.tun.clone(),
         tun_mtu: args.tun_mtu,

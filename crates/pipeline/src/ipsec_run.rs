@@ -14,10 +14,20 @@ use ipsec::{Engine, Inbound, Outbound, Reject};
 use trace::Record;
 use wire::{slice, LinkType};
 
-use crate::error::Result;
+use std::path::Path;
+
+use crate::error::{display_path, Error, Result};
 use crate::run::{Consumer, Flow};
 use crate::sink::PacketSink;
 use crate::source::trace::TraceSource;
+
+/// Reads an SA file for an engine: setkey lines, Wireshark's `esp_sa` table
+/// or `ip xfrm state` output ([`ipsec::read_sa_file`]); errors as
+/// `FILE:LINE:COLUMN: what`.
+pub fn load_sa(path: &Path) -> Result<ipsec::Config> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    ipsec::read_sa_file(&text).map_err(|e| Error::input(format!("{}:{e}", display_path(path))))
+}
 
 /// Which way packets go through the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -35,7 +35,7 @@ pub mod stage;
 pub use capture::{run_lanes, CaptureReport, Lane};
 pub use chain::{Chain, ChainCounts};
 pub use error::{display_path, Error, ErrorKind, ExitCode, Result};
-pub use ipsec_run::{Direction, IpsecCounts, IpsecRun};
+pub use ipsec_run::{load_sa, Direction, IpsecCounts, IpsecRun};
 pub use packet::Frame;
 pub use report::{Drops, Report, Truncated};
 pub use run::{run, Consumer, Control, Flow, Progress, Source};

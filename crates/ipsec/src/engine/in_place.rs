@@ -12,7 +12,10 @@
 //! transforms) takes [`Engine::outbound`] and [`Engine::inbound`], with a
 //! copy; the packets are the same either way.
 
-use super::{check_size, outer_header, selectors, Engine, Inbound, Outbound, MAX_BUNDLE};
+use super::{
+    finish_esp_out, finish_in, outer_header, selectors, udp_header, Engine, Inbound, Outbound,
+    MAX_BUNDLE,
+};
 use crate::config::{Mode, Protocol};
 use crate::esp;
 use crate::ip::{self, Layout, ESP, IPV4_IN_IP, IPV6_IN_IP, NO_NEXT, UDP};
@@ -157,29 +160,18 @@ impl Engine {
         pb.start = at;
         pb.buf[at + protocol_at] = if udp.is_some() { UDP } else { ESP };
         let udp_at = at + hl;
-        if let Some((s, d)) = udp {
-            pb.buf[udp_at..udp_at + 2].copy_from_slice(&s.to_be_bytes());
-            pb.buf[udp_at + 2..udp_at + 4].copy_from_slice(&d.to_be_bytes());
-            pb.buf[udp_at + 4..udp_at + 8].fill(0);
+        if let Some(ports) = udp {
+            pb.buf[udp_at..udp_at + 8].copy_from_slice(&udp_header(ports));
         }
         let sa = &mut self.sas[idx];
         esp::seal_at(sa, &mut pb.buf, udp_at + udp_len, inner_protocol)?;
-        check_size(pb.as_slice(), v6)?;
-        if udp.is_some() {
-            let ulen = (pb.buf.len() - udp_at) as u16;
-            pb.buf[udp_at + 4..udp_at + 6].copy_from_slice(&ulen.to_be_bytes());
-            if v6 {
-                let (src, dst) = if tunnel {
-                    (sa.sa.src, sa.sa.dst)
-                } else {
-                    (l.src, l.dst)
-                };
-                let c = ip::udp_checksum(src, dst, &pb.buf[udp_at..]);
-                pb.buf[udp_at + 6..udp_at + 8].copy_from_slice(&c.to_be_bytes());
-            }
-        }
+        let addrs = if tunnel {
+            (sa.sa.src, sa.sa.dst)
+        } else {
+            (l.src, l.dst)
+        };
         let start = pb.start;
-        ip::fix_lengths(&mut pb.buf[start..], v6, if v6 { 40 } else { hl });
+        finish_esp_out(&mut pb.buf[start..], udp.map(|_| hl), v6, hl, addrs)?;
         Ok(Outbound::Protected)
     }
 
@@ -232,19 +224,15 @@ impl Engine {
         let payload = start + at + head;
         pb.buf.truncate(payload + n);
         if tunnel {
-            if !matches!(nh, IPV4_IN_IP | IPV6_IN_IP) {
-                return Err(Reject::Malformed);
-            }
             pb.start = payload;
         } else {
-            let hl = l.header_len;
-            let new = payload - hl;
-            pb.buf.copy_within(start..start + hl, new);
+            // The IP header moves forward over ESP's.
+            let new = payload - l.header_len;
+            pb.buf.copy_within(start..start + l.header_len, new);
             pb.start = new;
-            pb.buf[new + l.protocol_at] = nh;
-            check_size(pb.as_slice(), l.v6)?;
-            ip::fix_lengths(&mut pb.buf[new..], l.v6, if l.v6 { 40 } else { hl });
         }
+        let begin = pb.start;
+        finish_in(&mut pb.buf[begin..], &l, nh, tunnel)?;
         let nl = Layout::parse(pb.as_slice())?;
         if matches!(nl.protocol, ESP | crate::ip::AH)
             || (nl.protocol == UDP && !self.natt_ports.is_empty())

@@ -54,7 +54,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
-use std::path::Path;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -65,7 +65,7 @@ use ipsec::{Engine, Inbound, Keying, Mode, Options, Outbound, Protocol};
 use serde::Serialize;
 use wire::IpProtocol;
 
-use crate::error::{display_path, Error, Result};
+use crate::error::{Error, Result};
 
 mod packet;
 
@@ -107,12 +107,6 @@ pub struct GatewayConfig {
     /// SAs and policies (a file with none: every packet in the clear).
     pub sa: ipsec::Config,
     pub keying: Keying,
-}
-
-/// Reads a setkey file, with `FILE:LINE:COLUMN` errors.
-pub fn load_sa(path: &Path) -> Result<ipsec::Config> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
-    ipsec::parse_setkey(&text).map_err(|e| Error::input(format!("{}:{e}", display_path(path))))
 }
 
 /// One direction's counts.
