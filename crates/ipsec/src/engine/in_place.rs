@@ -184,8 +184,7 @@ impl Engine {
             match l.protocol {
                 ESP => Some(l.header_len),
                 UDP if !self.natt_ports.is_empty() => {
-                    let view = pb.as_slice().to_vec();
-                    match self.natt(&view, &l)? {
+                    match self.natt(pb.as_slice(), &l)? {
                         Some(at) => Some(at),
                         // IKE, a keepalive, or another port: not ESP.
                         None => return self.check_clear(pb.as_slice(), &l),
