@@ -3,7 +3,9 @@
 # tshark (the independent reader the tests check every written file with),
 # tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2, scapy (the IPsec
 # tests' independent stack, from PyPI), and the unmodified programs the IPsec gateway's end-to-end test runs
-# through it: curl, python3 (its http.server) and iperf3.
+# through it: curl, python3 (its http.server) and iperf3; and for `kansoku bench ipsec --part link`,
+# boringtun-cli (a userspace WireGuard tunnel, built from crates.io into ~/.cargo/bin) and wg
+# (wireguard-tools, which keys it), the tunnel the bench runs beside kansoku's.
 # (Plots need no font package: DejaVu Sans is embedded from the dejavu crate.)
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
@@ -17,6 +19,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
+command -v wg >/dev/null 2>&1 || need+=(wireguard-tools)
+command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -36,6 +40,11 @@ fi
 if ! python3 -c 'import scapy.layers.ipsec, cryptography' >/dev/null 2>&1; then
     python3 -m pip install -q scapy cryptography 2>/dev/null \
         || python3 -m pip install -q --break-system-packages scapy cryptography
+fi
+# boringtun-cli: the userspace WireGuard the IPsec bench compares with.
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+if ! command -v boringtun-cli >/dev/null 2>&1 && [ ! -x "$cargo_bin/boringtun-cli" ]; then
+    cargo install -q --locked boringtun-cli 2>/dev/null || cargo install -q boringtun-cli
 fi
 for c in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true

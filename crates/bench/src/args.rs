@@ -216,9 +216,24 @@ pub struct CaptureWorkerArgs {
     pub json: bool,
 }
 
-/// `kansoku bench ipsec`: what ESP and AH cost per packet.
+/// Which of `bench ipsec`'s experiments to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IpsecPart {
+    /// (a) Per-packet cost: encap and decap beside the primitives alone and openssl speed.
+    Packet,
+    /// (b) The paper's netperf tests between two namespaces through kansoku's gateways (and the bare
+    /// veth, and boringtun).
+    Link,
+    /// (c) The paper's DV stream: constant-rate UDP over IPv6, ESP 3DES against ESP Blowfish.
+    Dv,
+}
+
+/// `kansoku bench ipsec`: what ESP and AH cost, per packet and between two hosts.
 #[derive(Debug, Args)]
 pub struct BenchIpsecArgs {
+    /// The experiment.
+    #[arg(long, value_enum, default_value = "packet")]
+    pub part: IpsecPart,
     /// IP packet sizes in bytes.
     #[arg(
         long,
@@ -236,7 +251,46 @@ pub struct BenchIpsecArgs {
     /// Do not run `openssl speed` beside.
     #[arg(long)]
     pub no_openssl: bool,
+    /// link, dv: seconds per test (the paper's 60; the whole link matrix is 126 tests).
+    #[arg(long, default_value_t = 60.0, value_parser = seconds)]
+    pub seconds: f64,
+    /// link, dv: cap both veth ends at this rate with tc tbf (e.g. 100mbit, the paper's Ethernet).
+    #[arg(long, value_name = "RATE")]
+    pub link_rate: Option<String>,
+    /// link, dv: a busy loop on the sending side's core (the paper's CPU-contention test).
+    #[arg(long)]
+    pub cpu_hog: bool,
+    /// link: veth, none, ah, esp, ah-esp, esp-aes-gcm-16, esp-chacha20-poly1305, esp-aes-cbc+hmac-sha256,
+    /// boringtun (default: all). dv: none, esp-3des-cbc, esp-blowfish-cbc, esp-3des-cbc-per-packet-keys,
+    /// esp-blowfish-cbc-per-packet-keys.
+    #[arg(long, value_delimiter = ',')]
+    pub configs: Option<Vec<String>>,
+    /// link: the tests (TCP_STREAM 4096 B x buffers 57344 and 32768; UDP_STREAM 4096 and 1024 B x 32768;
+    /// TCP_RR 1/1; UDP_RR 1/1 and 516/4).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tcp-stream,udp-stream,tcp-rr,udp-rr"
+    )]
+    pub tests: Vec<String>,
+    /// link: IP versions.
+    #[arg(long, value_delimiter = ',', default_value = "4,6")]
+    pub families: Vec<u8>,
+    /// dv: the stream's rate in Mbit/s of IP packets (500-byte payloads).
+    #[arg(long, default_value_t = 13.0, value_parser = seconds)]
+    pub dv_mbit: f64,
+    /// link, dv: write per-second charts (SVG) into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot_dir: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A positive, finite number of at most an hour's seconds (or Mbit/s).
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!("{s:?}: a number above 0 and at most 3600")),
+    }
 }

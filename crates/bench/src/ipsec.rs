@@ -22,7 +22,7 @@ use ipsec::{Engine, Inbound, Keying, Options, Outbound, PacketBuf};
 use pipeline::{Error, Report, Result};
 use serde_json::{json, Value};
 
-use crate::args::BenchIpsecArgs;
+use crate::args::{BenchIpsecArgs, IpsecPart};
 use crate::peers;
 use crate::stats::median;
 use crate::table::{self, Align};
@@ -261,6 +261,11 @@ fn openssl_speed(name: &str, hmac: bool, bytes: usize) -> Option<f64> {
 }
 
 pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
+    match args.part {
+        IpsecPart::Packet => {}
+        IpsecPart::Link => return crate::ipsec_net::run_link(args, stop, out),
+        IpsecPart::Dv => return crate::ipsec_net::run_dv(args, stop, out),
+    }
     if !(args.min_seconds.is_finite() && (0.0..=60.0).contains(&args.min_seconds)) {
         return Err(Error::usage(format!(
             "--min-seconds {} is out of range (expected 0 to 60)",

@@ -157,6 +157,12 @@ impl Peer {
         )))
     }
 
+    /// The peer's process id (`ip netns exec` and taskset exec in place:
+    /// the program's own).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGINT, as Ctrl-C: the peer drains what it holds, closes its file
     /// and reports. kill(1) rather than kill(2): this crate has no `unsafe`.
     /// The child has not been waited for, so its pid is not reused yet.

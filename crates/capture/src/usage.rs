@@ -1,5 +1,6 @@
 //! CPU time of child processes, for benchmarks that compare a capture's cost
-//! with another tool's (`kansoku bench capture` against tcpdump).
+//! with another tool's (`kansoku bench capture` against tcpdump), and
+//! pinning a thread to a core (`kansoku bench ipsec`'s two "hosts").
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -27,6 +28,69 @@ pub fn children_cpu_time() -> io::Result<Duration> {
     Ok(tv(ru.ru_utime) + tv(ru.ru_stime))
 }
 
+/// Pins the calling thread, and only it, to CPU `cpu` (`sched_setaffinity`
+/// on thread id 0, the caller). Fails if the CPU does not exist or is not
+/// allowed to this process.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} is beyond the kernel's CPU set"),
+        ));
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set (plain integers).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE, checked above, so CPU_SET writes
+    // inside `set`.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size given; pid 0 is the
+    // calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("pinning to CPU {cpu}: {e}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Sets the calling thread's nice value (`setpriority` on its thread id:
+/// Linux keeps one per thread). Lowering it below 0 needs CAP_SYS_NICE.
+pub fn set_current_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid has no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: setpriority with plain integer arguments; `tid` is this
+    // thread's id.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The CPU time (user + system, all threads) that process `pid` has used so
+/// far, from `/proc/PID/stat` (in clock ticks of USER_HZ, which is 100 on
+/// every Linux architecture kansoku builds for).
+pub fn process_cpu_time(pid: u32) -> io::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name, field 2, is in parentheses and may hold spaces: the
+    // fields counted from after its closing one.
+    let rest = stat
+        .rfind(')')
+        .map(|i| &stat[i + 1..])
+        .ok_or_else(|| io::Error::other(format!("/proc/{pid}/stat: no command name")))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15: 12th and 13th after the name.
+    let tick = |i: usize| -> io::Result<u64> {
+        f.get(i).and_then(|v| v.parse().ok()).ok_or_else(|| {
+            io::Error::other(format!("/proc/{pid}/stat: field {} unreadable", i + 3))
+        })
+    };
+    Ok(Duration::from_millis((tick(11)? + tick(12)?) * 10))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +106,35 @@ mod tests {
         assert!(status.success());
         let spent = children_cpu_time().unwrap() - before;
         assert!(spent > Duration::from_millis(5), "{spent:?}");
+    }
+
+    #[test]
+    fn a_pinned_thread_runs_where_it_was_put_and_its_time_counts() {
+        let cpu = std::thread::spawn(|| {
+            pin_current_thread(0).unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_millis(60);
+            while std::time::Instant::now() < deadline {
+                std::hint::black_box(0u64);
+            }
+            // SAFETY: sched_getcpu has no arguments and no preconditions.
+            unsafe { libc::sched_getcpu() }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(cpu, 0);
+        assert!(pin_current_thread(libc::CPU_SETSIZE as usize).is_err());
+        // Raising a thread's nice value needs no privilege; it is the
+        // thread's own (19 is the lowest priority there is).
+        let nice = std::thread::spawn(|| {
+            set_current_thread_nice(19).unwrap();
+            // SAFETY: plain integer arguments; 0 is the calling thread.
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(nice, 19);
+        let used = process_cpu_time(std::process::id()).unwrap();
+        assert!(used >= Duration::from_millis(50), "{used:?}");
+        assert!(process_cpu_time(u32::MAX).is_err());
     }
 }
