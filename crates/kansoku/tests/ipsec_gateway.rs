@@ -38,6 +38,8 @@ const K24A: &str = "0x0102030405060708090a0b0c0d0e0f101112131415161718";
 const K24B: &str = "0x2122232425262728292a2b2c2d2e2f303132333435363738";
 const K32A: &str = "0x0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20";
 const K32B: &str = "0x3132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f50";
+const K36A: &str = "0x0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2021222324";
+const K36B: &str = "0x3132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f5051525354";
 
 /// SAs both ways for both families: `esp` is the ESP part of an `add`
 /// line, `ah` the AH part (none: ESP alone).
@@ -61,6 +63,17 @@ fn esp_gcm() -> String {
         [
             &format!("-E aes-gcm-16 {K20A}"),
             &format!("-E aes-gcm-16 {K20B}"),
+        ],
+        None,
+    )
+}
+
+/// ESP in UDP (RFC 3948, port 4500 both ways), ChaCha20-Poly1305.
+fn esp_in_udp_sas() -> String {
+    sa_file(
+        [
+            &format!("-udp-encap 4500 4500 -E chacha20-poly1305 {K36A}"),
+            &format!("-udp-encap 4500 4500 -E chacha20-poly1305 {K36B}"),
         ],
         None,
     )
@@ -451,7 +464,16 @@ struct Wire {
     other: Vec<String>,
 }
 
-/// Sorts the packets of the capture at `file` (Ethernet).
+/// Whether a UDP datagram (from its header on) is ESP in UDP: port 4500
+/// both ways and not IKE's non-ESP marker (four zero bytes).
+fn esp_in_udp(udp: Option<&[u8]>) -> bool {
+    udp.is_some_and(|u| {
+        u.len() >= 16 && u[0..2] == [0x11, 0x94] && u[2..4] == [0x11, 0x94] && u[8..12] != [0; 4]
+    })
+}
+
+/// Sorts the packets of the capture at `file` (Ethernet): ESP, AH and ESP
+/// in UDP between the two addresses, link traffic, and anything else.
 fn wire(file: &Path) -> Wire {
     let (records, cut) = read_all(file);
     assert!(!cut, "capture cut short");
@@ -471,7 +493,12 @@ fn wire(file: &Path) -> Wire {
             0x0800 if ip.len() >= 20 => {
                 let (src, dst) = (&ip[12..16], &ip[16..20]);
                 let (a, b) = ([10, 81, 0, 1], [10, 81, 0, 2]);
-                match (ip[9], src == a && dst == b, src == b && dst == a) {
+                let hl = usize::from(ip[0] & 0x0f) * 4;
+                let proto = match ip[9] {
+                    17 if esp_in_udp(ip.get(hl..)) => 50,
+                    p => p,
+                };
+                match (proto, src == a && dst == b, src == b && dst == a) {
                     (50 | 51, true, _) => w.ipsec[0] += 1,
                     (50 | 51, _, true) => w.ipsec[1] += 1,
                     _ => w.other.push(show("IPv4")),
@@ -492,6 +519,9 @@ fn wire(file: &Path) -> Wire {
                     a
                 };
                 let (a, b) = (addr(1), addr(2));
+                if next == 17 && esp_in_udp(ip.get(at..)) {
+                    next = 50;
+                }
                 match (next, ip.get(at)) {
                     // MLD (130-132, 143), router and neighbour discovery
                     // (133-137).
@@ -593,6 +623,11 @@ fn programs_talk_over(sa: &str, label: &str) {
 #[test]
 fn ping_curl_and_iperf3_talk_over_esp() {
     programs_talk_over(&esp_gcm(), "ESP aes-gcm-16");
+}
+
+#[test]
+fn ping_curl_and_iperf3_talk_over_esp_in_udp() {
+    programs_talk_over(&esp_in_udp_sas(), "ESP in UDP chacha20-poly1305");
 }
 
 #[test]
