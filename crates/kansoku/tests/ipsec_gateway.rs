@@ -3,9 +3,9 @@
 //! namespace reaches the other's veth address through a route into its
 //! TUN), and unmodified programs across: `ping`, `curl` of a file that
 //! `python3 -m http.server` serves from the other namespace, and an
-//! `iperf3` TCP run, over ESP and over AH+ESP, IPv4 and IPv6. A capture of
-//! the veth holds only ESP/AH between the two addresses (and ARP, neighbour
-//! discovery and MLD). Also: the clear configuration, and packets too big
+//! `iperf3` TCP run, over ESP, ESP in UDP and AH+ESP, IPv4 and IPv6. A
+//! capture of the veth holds only ESP/AH (or ESP in UDP) between the two
+//! addresses (and ARP, neighbour discovery and MLD). Also: the clear configuration, and packets too big
 //! for the path. Root only: skipped with a note elsewhere, required where
 //! `CI` is set.
 //!
