@@ -7,7 +7,8 @@
 //! apps ◄─ kernel ◄──────── Tun::write ◄─ Engine::inbound ◄─ RawIpReceiver ESP/AH, UdpEncap ◄─ wire
 //! ```
 //!
-//! One thread polls the TUN and the receivers and drains each ready one up
+//! One thread waits on the TUN and the receivers (one epoll set, registered
+//! once) and drains each ready one up
 //! to [`BATCH`] packets with nonblocking reads; packets go through
 //! preallocated buffers (nothing is allocated per packet). Each direction
 //! has an [`ipsec::Engine`] of its own, built from the same SAs. A file
@@ -58,7 +59,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use capture::poll::{wait_readable, MAX_FDS};
+use capture::poll::{Poller, MAX_FDS};
 use capture::rawip::{path_mtu_via, SendFault};
 use capture::{RawIpReceiver, RawIpSender, Tun, UdpEncap};
 use ipsec::{Engine, Inbound, Keying, Mode, Options, Outbound, Protocol};
@@ -255,6 +256,9 @@ pub struct Gateway {
     /// IPv6 fragments.
     frag_id: u32,
     tun_dropped_at_start: Option<u64>,
+    /// The TUN, then the raw receivers, then the UDP sockets, registered
+    /// once.
+    poller: Poller,
     report: GatewayReport,
 }
 
@@ -374,6 +378,17 @@ impl Gateway {
             Some(_) => {}
         }
         let tun_dropped_at_start = tun_dropped(tun.name());
+        let fds: Vec<_> = std::iter::once(tun.as_fd())
+            .chain(rx.iter().map(|r| r.as_fd()))
+            .chain(udp.iter().map(|u| u.as_fd()))
+            .collect();
+        if fds.len() > MAX_FDS {
+            return Err(Error::input(format!(
+                "ipsec gateway: {} sockets to watch, at most {MAX_FDS}",
+                fds.len()
+            )));
+        }
+        let poller = Poller::new(&fds).map_err(|e| Error::input(format!("epoll: {e}")))?;
         let report = GatewayReport {
             tun: tun.name().to_string(),
             tun_mtu,
@@ -402,6 +417,7 @@ impl Gateway {
             now: 0,
             frag_id: 1,
             tun_dropped_at_start,
+            poller,
             report,
         })
     }
@@ -435,20 +451,10 @@ impl Gateway {
                 .map_or(0, |d| d.as_secs());
             self.out_engine.set_now(self.now);
             self.in_engine.set_now(self.now);
-            let mut fds = [self.tun.as_fd(); MAX_FDS];
-            let mut n = 1;
-            for fd in self.rx.iter().map(|r| r.as_fd()) {
-                fds[n] = fd;
-                n += 1;
-            }
-            for fd in self.udp.iter().map(|u| u.as_fd()) {
-                fds[n] = fd;
-                n += 1;
-            }
-            let ready = match wait_readable(&fds[..n], timeout) {
+            let ready = match self.poller.wait(timeout) {
                 Ok(r) => r,
                 Err(e) => {
-                    self.report.error = Some(format!("poll: {e}"));
+                    self.report.error = Some(format!("epoll: {e}"));
                     break;
                 }
             };
