@@ -947,9 +947,14 @@ pub fn run_link(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -
     })
 }
 
-/// What the gateways' reports show went wrong: kernel drops at the TUN and
-/// refusals are part of a measurement (a saturated gateway drops), but a
-/// refused packet of an authenticated SA is a bug.
+/// What the gateways' reports show went wrong. Kernel drops at the TUN and
+/// at the receivers are part of a measurement (a saturated gateway drops).
+/// A packet refused as corrupt (ICV, padding, malformed) can be one too,
+/// now and then: under loss, the receiving kernel may join the fragments
+/// of two datagrams whose 16-bit IPv4 identifications repeated within its
+/// 30-second reassembly timeout (RFC 4963), and the ICV catches the result;
+/// such refusals are noted on standard error. More than one packet in
+/// 10,000 of an SA refused so is a problem: a bug, not chance.
 fn gateway_problems(gateways: &[Value]) -> Vec<String> {
     let mut v = Vec::new();
     for g in gateways {
@@ -957,11 +962,21 @@ fn gateway_problems(gateways: &[Value]) -> Vec<String> {
             let bad = sa["integrity_failed"].as_u64().unwrap_or(0)
                 + sa["padding_failed"].as_u64().unwrap_or(0)
                 + sa["malformed"].as_u64().unwrap_or(0);
-            if bad > 0 {
-                v.push(format!(
-                    "bench ipsec: {}: SA {} refused {bad} packets as corrupt",
-                    g["config"], sa["spi"]
-                ));
+            if bad == 0 {
+                continue;
+            }
+            let packets = sa["packets"].as_u64().unwrap_or(0);
+            let what = format!(
+                "bench ipsec: {}: SA {} refused {bad} of {packets} packets as corrupt",
+                g["config"], sa["spi"]
+            );
+            if bad.saturating_mul(10_000) > packets {
+                v.push(what);
+            } else {
+                eprintln!(
+                    "{what} (fragments of different datagrams joined by the receiving \
+                     kernel after IPv4 identifications repeated; the ICV caught them)"
+                );
             }
         }
     }
