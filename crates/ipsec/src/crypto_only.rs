@@ -90,11 +90,7 @@ impl CryptoOnly {
         let icv = &mut self.icvs[i];
         match (&self.cipher, self.protocol) {
             (Some(c), Protocol::Esp) if c.is_aead() => {
-                let Some(tag) = c.seal(&seq.to_be_bytes(), &head[..8], body) else {
-                    return false;
-                };
-                *icv = tag;
-                true
+                c.seal(&seq.to_be_bytes(), &head[..8], body, icv)
             }
             (Some(c), Protocol::Esp) => {
                 let n = c.iv_len();
