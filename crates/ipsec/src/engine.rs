@@ -326,11 +326,9 @@ impl Engine {
             // By the `add` lines' own addresses: ESP, then AH around it.
             let mut n = 0;
             for proto in [Protocol::Esp, Protocol::Ah] {
-                if let Some(i) = self
-                    .sas
-                    .iter()
-                    .position(|s| s.sa.protocol == proto && s.sa.src == l.src && s.sa.dst == l.dst)
-                {
+                if let Some(i) = self.sas.iter().position(|s| {
+                    s.sa.protocol == proto && s.sa.src == l.src() && s.sa.dst == l.dst()
+                }) {
                     chosen[n] = i;
                     n += 1;
                 }
@@ -351,7 +349,7 @@ impl Engine {
             PolicyAction::Ipsec(ts) => {
                 let mut n = 0;
                 for t in ts.iter().take(MAX_BUNDLE) {
-                    let (s, d) = t.tunnel.unwrap_or((l.src, l.dst));
+                    let (s, d) = t.tunnel.unwrap_or((l.src(), l.dst()));
                     let found = self.sas.iter().position(|x| {
                         x.sa.protocol == t.protocol
                             && x.sa.mode == t.mode
@@ -416,7 +414,8 @@ impl Engine {
                     None => ESP,
                 };
                 esp::seal(sa, payload, l.protocol, out)?;
-                finish_esp_out(out, udp.map(|_| udp_at), l.v6, ihl, (l.src, l.dst))?;
+                let udp = udp.map(|_| (udp_at, l.src(), l.dst()));
+                finish_esp_out(out, udp, l.v6, ihl)?;
             }
             Protocol::Ah => {
                 out[l.protocol_at] = AH;
@@ -631,7 +630,7 @@ impl Engine {
     ) -> Result<usize, Reject> {
         let esp = &input[at..l.total_len];
         let spi = esp::spi(esp).ok_or(Reject::Truncated)?;
-        let idx = self.lookup(ESP, spi, l.dst).ok_or(Reject::NoSa)?;
+        let idx = self.lookup(ESP, spi, l.dst()).ok_or(Reject::NoSa)?;
         let sa = &mut self.sas[idx];
         if !sa.alive(self.now) {
             return Err(Reject::Expired);
@@ -652,7 +651,7 @@ impl Engine {
     fn ah_in(&mut self, input: &[u8], l: &Layout, out: &mut Vec<u8>) -> Result<usize, Reject> {
         let packet = &input[..l.total_len];
         let h = ah::header(&packet[l.header_len..])?;
-        let idx = self.lookup(AH, h.spi, l.dst).ok_or(Reject::NoSa)?;
+        let idx = self.lookup(AH, h.spi, l.dst()).ok_or(Reject::NoSa)?;
         if !self.sas[idx].alive(self.now) {
             return Err(Reject::Expired);
         }
@@ -686,9 +685,13 @@ fn finish_in(out: &mut [u8], l: &Layout, nh: u8, tunnel: bool) -> Result<(), Rej
         Layout::parse(out)?;
         return Ok(());
     }
-    out[l.protocol_at] = nh;
     check_size(out, l.v6)?;
-    ip::fix_lengths(out, l.v6, if l.v6 { 40 } else { l.header_len });
+    ip::set_protocol_and_lengths(
+        out,
+        l.v6,
+        if l.v6 { 40 } else { l.header_len },
+        Some((l.protocol_at, nh)),
+    );
     Ok(())
 }
 
@@ -702,18 +705,22 @@ fn udp_header((src, dst): (u16, u16)) -> [u8; 8] {
 }
 
 /// Completes the outbound ESP packet `p` (a whole IP packet): with ESP in
-/// UDP, the UDP header at `udp_at` gets its length and, over IPv6, its
-/// checksum (zero over IPv4, RFC 3948 §2.1) for the outer `addrs`; then the
-/// IP lengths (and IPv4 checksum over `ipv4_header_len` bytes).
+/// UDP, `udp` gives where its UDP header is, which gets its length and,
+/// over IPv6, its checksum (zero over IPv4, RFC 3948 §2.1) for the outer
+/// addresses `udp` gives too; then the IP lengths (and IPv4 checksum over
+/// `ipv4_header_len` bytes).
+///
+/// The addresses come only with `udp`: built for every packet and passed
+/// by reference, they were read back wider than they had just been
+/// written, a store-forwarding stall per packet for nothing without UDP.
 fn finish_esp_out(
     p: &mut [u8],
-    udp_at: Option<usize>,
+    udp: Option<(usize, IpAddr, IpAddr)>,
     v6: bool,
     ipv4_header_len: usize,
-    (src, dst): (IpAddr, IpAddr),
 ) -> Result<(), Reject> {
     check_size(p, v6)?;
-    if let Some(u) = udp_at {
+    if let Some((u, src, dst)) = udp {
         let ulen = (p.len() - u) as u16;
         p[u + 4..u + 6].copy_from_slice(&ulen.to_be_bytes());
         if v6 {
@@ -794,8 +801,8 @@ fn selectors(pkt: &[u8], l: &Layout) -> Selectors {
         _ => None,
     };
     Selectors {
-        src: l.src,
-        dst: l.dst,
+        src: l.src(),
+        dst: l.dst(),
         protocol: l.protocol,
         ports,
     }

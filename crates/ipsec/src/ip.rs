@@ -41,14 +41,19 @@ pub(crate) struct Layout {
     /// Offset of the byte that holds `protocol` (IPv4 header's protocol
     /// field, or the last extension header's next-header field).
     pub protocol_at: usize,
-    pub src: IpAddr,
-    pub dst: IpAddr,
+    /// The addresses' bits ([`Layout::src`], [`Layout::dst`]): an integer
+    /// is stored and read back whole, where an `IpAddr` built here (its
+    /// tag, then four or sixteen bytes) and copied or compared wider by the
+    /// caller a few instructions later defeats store-to-load forwarding.
+    src: u128,
+    dst: u128,
     /// A fragment (IPv4 MF or offset; an IPv6 fragment header).
     pub fragment: bool,
 }
 
 impl Layout {
     /// Reads the headers of `p`, whose first byte is the IP version.
+    #[inline(always)]
     pub(crate) fn parse(p: &[u8]) -> Result<Layout, Malformed> {
         match p.first().map(|b| b >> 4) {
             Some(4) => {
@@ -70,8 +75,8 @@ impl Layout {
                     total_len: total,
                     protocol: p[9],
                     protocol_at: 9,
-                    src: IpAddr::V4(Ipv4Addr::new(p[12], p[13], p[14], p[15])),
-                    dst: IpAddr::V4(Ipv4Addr::new(p[16], p[17], p[18], p[19])),
+                    src: u128::from(u32::from_be_bytes([p[12], p[13], p[14], p[15]])),
+                    dst: u128::from(u32::from_be_bytes([p[16], p[17], p[18], p[19]])),
                     fragment: frag & 0x3fff != 0,
                 })
             }
@@ -109,7 +114,7 @@ impl Layout {
                 let a = |o: usize| {
                     let mut b = [0u8; 16];
                     b.copy_from_slice(&p[o..o + 16]);
-                    IpAddr::V6(Ipv6Addr::from(b))
+                    u128::from_be_bytes(b)
                 };
                 Ok(Layout {
                     v6: true,
@@ -126,6 +131,22 @@ impl Layout {
             None => Err(Malformed::Truncated),
         }
     }
+
+    pub(crate) fn src(&self) -> IpAddr {
+        self.addr(self.src)
+    }
+
+    pub(crate) fn dst(&self) -> IpAddr {
+        self.addr(self.dst)
+    }
+
+    fn addr(&self, bits: u128) -> IpAddr {
+        if self.v6 {
+            IpAddr::V6(Ipv6Addr::from(bits))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(bits as u32))
+        }
+    }
 }
 
 /// The Internet checksum of `data` (RFC 1071): `wire`'s.
@@ -134,16 +155,46 @@ pub(crate) use wire::checksum::checksum;
 /// Sets the length field(s) of the IP packet `p` (IPv4 total length and
 /// checksum; IPv6 payload length) to its length.
 pub(crate) fn fix_lengths(p: &mut [u8], v6: bool, ipv4_header_len: usize) {
+    set_protocol_and_lengths(p, v6, ipv4_header_len, None);
+}
+
+/// [`fix_lengths`], with the byte at `protocol.0` set to `protocol.1`: the
+/// IPv6 next-header field ESP or AH followed, or the IPv4 protocol field
+/// (byte 9, [`Layout::protocol_at`]).
+///
+/// The IPv4 checksum is summed from the header's other bytes and the new
+/// values as they are in registers, and the fields are stored after:
+/// storing them first and summing the header back from memory right away
+/// read each freshly stored field with a wider load, which store-to-load
+/// forwarding cannot serve, a stall of tens of cycles per field and per
+/// packet.
+pub(crate) fn set_protocol_and_lengths(
+    p: &mut [u8],
+    v6: bool,
+    ipv4_header_len: usize,
+    protocol: Option<(usize, u8)>,
+) {
+    use wire::checksum::{fold, sum};
     let len = p.len();
     if v6 {
+        if let Some((at, nh)) = protocol {
+            p[at] = nh;
+        }
         let pl = (len - 40) as u16;
         p[4..6].copy_from_slice(&pl.to_be_bytes());
-    } else {
-        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-        p[10..12].copy_from_slice(&[0, 0]);
-        let c = checksum(&p[..ipv4_header_len]);
-        p[10..12].copy_from_slice(&c.to_be_bytes());
+        return;
     }
+    debug_assert!(protocol.is_none_or(|(at, _)| at == 9));
+    let total = (len as u16).to_be_bytes();
+    let h = &p[..ipv4_header_len];
+    let proto = protocol.map_or(h[9], |(_, nh)| nh);
+    // The header's words, the total length (word 1) as it will be and the
+    // checksum (word 5) as zero.
+    let acc = sum(&h[..2]) + sum(&total) + sum(&h[4..8]) + sum(&[h[8], proto]) + sum(&h[12..]);
+    let c = !fold(acc);
+    p[2..4].copy_from_slice(&total);
+    p[9] = proto;
+    p[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
 /// The UDP checksum of a UDP header and payload over IPv6 (or IPv4), with
@@ -171,6 +222,41 @@ mod tests {
         assert_eq!(checksum(&h), 0xf9a5);
         h[10..12].copy_from_slice(&0xf9a5u16.to_be_bytes());
         assert_eq!(checksum(&h), 0);
+    }
+
+    /// Setting the fields then summing the header (what fix_lengths did)
+    /// and summing first then setting them give the same bytes, options
+    /// included.
+    #[test]
+    fn lengths_protocol_and_checksum_as_a_plain_recomputation_gives_them() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        };
+        for ihl in [5usize, 6, 15] {
+            for len in [ihl * 4, ihl * 4 + 1, 1400, 65_535] {
+                let mut p: Vec<u8> = (0..len).map(|_| next()).collect();
+                p[0] = 0x40 | ihl as u8;
+                let nh = next();
+                for protocol in [None, Some((9, nh))] {
+                    let mut want = p.clone();
+                    if let Some((at, nh)) = protocol {
+                        want[at] = nh;
+                    }
+                    want[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+                    want[10..12].copy_from_slice(&[0, 0]);
+                    let c = checksum(&want[..ihl * 4]);
+                    want[10..12].copy_from_slice(&c.to_be_bytes());
+                    let mut got = p.clone();
+                    set_protocol_and_lengths(&mut got, false, ihl * 4, protocol);
+                    assert_eq!(got, want, "ihl {ihl} len {len} {protocol:?}");
+                    assert_eq!(checksum(&got[..ihl * 4]), 0);
+                }
+            }
+        }
     }
 
     #[test]

@@ -165,13 +165,12 @@ impl Engine {
         }
         let sa = &mut self.sas[idx];
         esp::seal_at(sa, &mut pb.buf, udp_at + udp_len, inner_protocol)?;
-        let addrs = if tunnel {
-            (sa.sa.src, sa.sa.dst)
-        } else {
-            (l.src, l.dst)
-        };
+        let udp = udp.map(|_| match tunnel {
+            true => (hl, sa.sa.src, sa.sa.dst),
+            false => (hl, l.src(), l.dst()),
+        });
         let start = pb.start;
-        finish_esp_out(&mut pb.buf[start..], udp.map(|_| hl), v6, hl, addrs)?;
+        finish_esp_out(&mut pb.buf[start..], udp, v6, hl)?;
         Ok(Outbound::Protected)
     }
 
@@ -195,7 +194,7 @@ impl Engine {
         };
         let found = esp_at.and_then(|at| {
             let spi = esp::spi(&pb.as_slice()[at..])?;
-            Some((at, self.lookup(ESP, spi, l.dst)?))
+            Some((at, self.lookup(ESP, spi, l.dst())?))
         });
         let Some((at, idx)) = found else {
             // Not the fast path: the copying one, with its own refusals.
@@ -246,7 +245,9 @@ impl Engine {
             self.scratch_out = tmp;
             return r;
         }
-        self.check_in(&selectors(pb.as_slice(), &nl), &[idx])?;
+        if self.has_in_policies {
+            self.check_in(&selectors(pb.as_slice(), &nl), &[idx])?;
+        }
         Ok(Inbound::Decapsulated)
     }
 }
