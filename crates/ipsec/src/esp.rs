@@ -62,9 +62,7 @@ pub(crate) fn seal_at(
     let payload_len = out.len().saturating_sub(body);
     let pad = (align - (payload_len + 2) % align) % align;
     out.reserve(pad + 2 + tag_len + icv_len);
-    let mut spi_seq = [0u8; 8];
-    spi_seq[..4].copy_from_slice(&sa.sa.spi.to_be_bytes());
-    spi_seq[4..].copy_from_slice(&(seq as u32).to_be_bytes());
+    let spi_seq = spi_seq(sa.sa.spi, seq);
     out[start..start + 8].copy_from_slice(&spi_seq);
     out.extend_from_slice(&PADDING[..pad]);
     out.extend_from_slice(&[pad as u8, next_header]);
@@ -102,6 +100,14 @@ pub(crate) fn seal_at(
     sa.counters.packets += 1;
     sa.counters.bytes += payload_len as u64;
     Ok(())
+}
+
+/// ESP's first 8 bytes: the SPI and the low 32 bits of `seq`, put
+/// together in a register, so that they are stored (and can be read back as
+/// the associated data) at once: two 4-byte stores read back by one 8-byte
+/// load right after stall store-to-load forwarding.
+pub(crate) fn spi_seq(spi: u32, seq: u64) -> [u8; 8] {
+    ((u64::from(spi) << 32) | (seq & 0xffff_ffff)).to_be_bytes()
 }
 
 /// SPI and sequence number as the AEAD's associated data (RFC 4106 §5).
