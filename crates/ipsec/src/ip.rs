@@ -149,8 +149,46 @@ impl Layout {
     }
 }
 
-/// The Internet checksum of `data` (RFC 1071): `wire`'s.
-pub(crate) use wire::checksum::checksum;
+/// The Internet checksum of `data` (RFC 1071), as `wire`'s, with
+/// [`header_sum`] and [`fold`].
+pub(crate) fn checksum(data: &[u8]) -> u16 {
+    !fold(header_sum(data))
+}
+
+/// The unfolded one's complement sum of `data` (an IP header: a multiple
+/// of four bytes long, though any length is summed right), four bytes at a
+/// time. A 32-bit word is worth the sum of its two 16-bit halves modulo
+/// 2^16 - 1 (2^16 is 1), so the folded sum is `wire`'s. An IPv4 header
+/// without options, the usual one, is five words added outright: this is
+/// done three times per packet encapsulated and decapsulated, where
+/// `wire`'s general sum (8 bytes a step, 16-bit words) took ~80
+/// instructions.
+fn header_sum(data: &[u8]) -> u64 {
+    let word = |w: &[u8]| u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    if let Ok(h) = <&[u8; 20]>::try_from(data) {
+        return word(&h[..4])
+            + word(&h[4..8])
+            + word(&h[8..12])
+            + word(&h[12..16])
+            + word(&h[16..]);
+    }
+    let mut words = data.chunks_exact(4);
+    let acc: u64 = words.by_ref().map(word).sum();
+    acc + wire::checksum::sum(words.remainder())
+}
+
+/// `wire`'s fold (to 16 bits, end-around carry), in a fixed number of
+/// steps rather than a loop whose count depends on the data: each step
+/// keeps the value modulo 2^16 - 1 and never makes a nonzero value zero,
+/// and after these four it is at most 0xffff, which is the one value
+/// `wire`'s loop ends with too.
+fn fold(acc: u64) -> u16 {
+    let a = (acc & 0xffff_ffff) + (acc >> 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    a as u16
+}
 
 /// Sets the length field(s) of the IP packet `p` (IPv4 total length and
 /// checksum; IPv6 payload length) to its length.
@@ -174,7 +212,6 @@ pub(crate) fn set_protocol_and_lengths(
     ipv4_header_len: usize,
     protocol: Option<(usize, u8)>,
 ) {
-    use wire::checksum::{fold, sum};
     let len = p.len();
     if v6 {
         if let Some((at, nh)) = protocol {
@@ -185,14 +222,22 @@ pub(crate) fn set_protocol_and_lengths(
         return;
     }
     debug_assert!(protocol.is_none_or(|(at, _)| at == 9));
-    let total = (len as u16).to_be_bytes();
+    let total = len as u16;
     let h = &p[..ipv4_header_len];
     let proto = protocol.map_or(h[9], |(_, nh)| nh);
-    // The header's words, the total length (word 1) as it will be and the
-    // checksum (word 5) as zero.
-    let acc = sum(&h[..2]) + sum(&total) + sum(&h[4..8]) + sum(&[h[8], proto]) + sum(&h[12..]);
+    // The header's 32-bit words: the first with the total length as it
+    // will be, the third with the protocol as it will be and the checksum
+    // as zero.
+    let first = u32::from_be_bytes([h[0], h[1], 0, 0]) | u32::from(total);
+    let third = u32::from_be_bytes([h[8], proto, 0, 0]);
+    let word = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    let addresses_and_options = match h.len() {
+        20 => word(12) + word(16),
+        _ => header_sum(&h[12..]),
+    };
+    let acc = u64::from(first) + word(4) + u64::from(third) + addresses_and_options;
     let c = !fold(acc);
-    p[2..4].copy_from_slice(&total);
+    p[2..4].copy_from_slice(&total.to_be_bytes());
     p[9] = proto;
     p[10..12].copy_from_slice(&c.to_be_bytes());
 }
@@ -255,6 +300,48 @@ mod tests {
                     assert_eq!(got, want, "ihl {ihl} len {len} {protocol:?}");
                     assert_eq!(checksum(&got[..ihl * 4]), 0);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn fold_in_four_steps_is_wires() {
+        let mut seed = 0x0123_4567_89ab_cdefu64;
+        let mut edges = vec![
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            0xffff_ffff,
+            0x1_0000_0000,
+            u64::MAX,
+        ];
+        edges.extend((0..100_000).map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed >> (seed % 64)
+        }));
+        for a in edges {
+            assert_eq!(fold(a), wire::checksum::fold(a), "{a:#x}");
+        }
+    }
+
+    #[test]
+    fn checksum_by_words_is_wires() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..100 {
+            for fill in [None, Some(0u8), Some(0xff)] {
+                let data: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        fill.unwrap_or(seed as u8)
+                    })
+                    .collect();
+                assert_eq!(checksum(&data), wire::checksum::checksum(&data), "{data:?}");
             }
         }
     }
