@@ -109,7 +109,7 @@ impl Engine {
     fn outbound_buf_inner(&mut self, pb: &mut PacketBuf) -> Result<Outbound, Reject> {
         let l = Layout::parse(pb.as_slice())?;
         let mut chosen = [0usize; MAX_BUNDLE];
-        let n = self.select_out(pb.as_slice(), &l, &mut chosen)?;
+        let n = self.select_out_again(pb.as_slice(), &l, &mut chosen)?;
         if n == 0 {
             return Ok(Outbound::Bypass);
         }
@@ -192,10 +192,10 @@ impl Engine {
                 _ => None,
             }
         };
-        let found = esp_at.and_then(|at| {
-            let spi = esp::spi(&pb.as_slice()[at..])?;
-            Some((at, self.lookup(ESP, spi, l.dst())?))
-        });
+        let found = match esp_at.map(|at| (at, esp::spi(&pb.as_slice()[at..]))) {
+            Some((at, Some(spi))) => self.lookup_again(ESP, spi, l.dst()).map(|i| (at, i)),
+            _ => None,
+        };
         let Some((at, idx)) = found else {
             // Not the fast path: the copying one, with its own refusals.
             let mut tmp = std::mem::take(&mut self.scratch_out);
