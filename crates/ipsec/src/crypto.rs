@@ -204,17 +204,24 @@ impl Cipher {
         }
     }
 
-    /// AEAD: encrypts `buf` in place and returns the 16-byte tag.
-    pub(crate) fn seal(&self, iv: &[u8; 8], aad: &[u8], buf: &mut [u8]) -> Option<[u8; 16]> {
+    /// AEAD: encrypts `buf` in place and writes the 16-byte tag to `tag`;
+    /// `false` if it could not (not an AEAD).
+    ///
+    /// The tag is copied straight from ring's result, as ring stored it (16
+    /// bytes at once): moved through an `Option` first, it was read back in
+    /// pieces at other offsets, which store-to-load forwarding cannot serve
+    /// from that one store, a stall on every packet.
+    pub(crate) fn seal(&self, iv: &[u8; 8], aad: &[u8], buf: &mut [u8], tag: &mut [u8]) -> bool {
         let Cipher::Aead { key, salt } = self else {
-            return None;
+            return false;
         };
-        let tag = key
-            .seal_in_place_separate_tag(nonce(salt, iv), ring::aead::Aad::from(aad), buf)
-            .ok()?;
-        let mut t = [0u8; 16];
-        t.copy_from_slice(tag.as_ref());
-        Some(t)
+        match key.seal_in_place_separate_tag(nonce(salt, iv), ring::aead::Aad::from(aad), buf) {
+            Ok(t) => {
+                tag.copy_from_slice(t.as_ref());
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// AEAD: checks the tag (constant time, in ring) and decrypts in place.

@@ -9,6 +9,7 @@
 
 use crate::config::{Mode, Protocol, Sa};
 use crate::crypto::{Cipher, Integrity, KeyError, Keying, MAX_ICV};
+use crate::esp::spi_seq as esp_spi_seq;
 
 pub struct CryptoOnly {
     protocol: Protocol,
@@ -20,6 +21,7 @@ pub struct CryptoOnly {
     cipher: Option<Cipher>,
     integrity: Option<Integrity>,
     esn: bool,
+    spi: u32,
     /// The bytes covered by the ICV besides the ciphertext (SPI, sequence
     /// number, IV), or AH's (IP header, AH header).
     head: usize,
@@ -64,6 +66,7 @@ impl CryptoOnly {
             cipher,
             integrity,
             esn: sa.esn,
+            spi: sa.spi,
             bufs: vec![vec![0x5a; head + len]; packets.max(1)],
             icvs: vec![[0; MAX_ICV]; packets.max(1)],
             head,
@@ -81,20 +84,18 @@ impl CryptoOnly {
     pub fn seal(&mut self, i: usize, seq: u64) -> bool {
         let i = i % self.bufs.len();
         let (head, body) = self.bufs[i].split_at_mut(self.head);
-        // `head` is at least 8 bytes (SPI and sequence number, or more).
-        if let Some(h) = head.get_mut(4..8) {
-            h.copy_from_slice(&(seq as u32).to_be_bytes());
-        }
+        // `head` is at least 8 bytes (SPI and sequence number, or more),
+        // written at once and used from the array as the associated data,
+        // as the engine does (reading them back at once from the packet
+        // where they were just stored in parts would stall).
+        let spi_seq = esp_spi_seq(self.spi, seq);
+        head[..8].copy_from_slice(&spi_seq);
         let hi = ((seq >> 32) as u32).to_be_bytes();
         let esn: &[u8] = if self.esn { &hi } else { &[] };
         let icv = &mut self.icvs[i];
         match (&self.cipher, self.protocol) {
             (Some(c), Protocol::Esp) if c.is_aead() => {
-                let Some(tag) = c.seal(&seq.to_be_bytes(), &head[..8], body) else {
-                    return false;
-                };
-                *icv = tag;
-                true
+                c.seal(&seq.to_be_bytes(), &spi_seq, body, icv)
             }
             (Some(c), Protocol::Esp) => {
                 let n = c.iv_len();

@@ -17,6 +17,9 @@ use crate::crypto::MAX_ICV;
 use crate::reject::Reject;
 use crate::sa::SaState;
 
+/// The padding: 1, 2, 3, ... up to the longest a 16-byte block needs.
+const PADDING: [u8; 15] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
 /// Bytes ESP puts before the payload for `sa`: SPI, sequence number, IV.
 pub(crate) fn head_len(sa: &SaState) -> usize {
     8 + sa.cipher.as_ref().map_or(0, |c| c.iv_len())
@@ -59,11 +62,10 @@ pub(crate) fn seal_at(
     let payload_len = out.len().saturating_sub(body);
     let pad = (align - (payload_len + 2) % align) % align;
     out.reserve(pad + 2 + tag_len + icv_len);
-    out[start..start + 4].copy_from_slice(&sa.sa.spi.to_be_bytes());
-    out[start + 4..start + 8].copy_from_slice(&(seq as u32).to_be_bytes());
-    out.extend((1..=pad).map(|i| i as u8));
-    out.push(pad as u8);
-    out.push(next_header);
+    let spi_seq = spi_seq(sa.sa.spi, seq);
+    out[start..start + 8].copy_from_slice(&spi_seq);
+    out.extend_from_slice(&PADDING[..pad]);
+    out.extend_from_slice(&[pad as u8, next_header]);
 
     let hi = ((seq >> 32) as u32).to_be_bytes();
     if cipher.is_aead() {
@@ -71,11 +73,15 @@ pub(crate) fn seal_at(
         let cipher = sa.cipher.as_ref().ok_or(Reject::NoSa)?;
         out[start + 8..body].copy_from_slice(&iv);
         let mut aad = [0u8; 12];
-        let aad = esp_aad(&out[start..start + 8], sa.sa.esn, hi, &mut aad);
-        let tag = cipher
-            .seal(&iv, aad, &mut out[body..])
-            .ok_or(Reject::Malformed)?;
-        out.extend_from_slice(&tag);
+        let aad = esp_aad(&spi_seq, sa.sa.esn, hi, &mut aad);
+        // The tag is written by the cipher where it goes.
+        let tag_at = out.len();
+        out.resize(tag_at + tag_len, 0);
+        let (text, tag) = out[body..].split_at_mut(tag_at - body);
+        if !cipher.seal(&iv, aad, text, tag) {
+            out.truncate(tag_at);
+            return Err(Reject::Malformed);
+        }
     } else {
         let mut iv = [0u8; 16];
         sa.fill_iv(&mut iv[..iv_len]);
@@ -94,6 +100,14 @@ pub(crate) fn seal_at(
     sa.counters.packets += 1;
     sa.counters.bytes += payload_len as u64;
     Ok(())
+}
+
+/// ESP's first 8 bytes: the SPI and the low 32 bits of `seq`, put
+/// together in a register, so that they are stored (and can be read back as
+/// the associated data) at once: two 4-byte stores read back by one 8-byte
+/// load right after stall store-to-load forwarding.
+pub(crate) fn spi_seq(spi: u32, seq: u64) -> [u8; 8] {
+    ((u64::from(spi) << 32) | (seq & 0xffff_ffff)).to_be_bytes()
 }
 
 /// SPI and sequence number as the AEAD's associated data (RFC 4106 §5).
