@@ -978,8 +978,10 @@ mod tests {
         let pps = o.count as f64 / o.seconds;
         assert!((pps - 947.0).abs() < 947.0 * 0.05, "{pps} {o:?}");
         assert!((o.mbit_s - 4.0 * 500.0 / 528.0).abs() < 0.2, "{o:?}");
+        // Each second too (a late sender catches up on its schedule; a
+        // loaded machine may leave it behind for a while).
         for s in &o.per_second {
-            assert!((s.count as f64 - 947.0).abs() < 947.0 * 0.1, "{o:?}");
+            assert!((s.count as f64 - 947.0).abs() < 947.0 * 0.2, "{o:?}");
         }
         assert!(o.loss.unwrap() < 0.01, "{o:?}");
     }

@@ -110,18 +110,28 @@ mod tests {
 
     #[test]
     fn a_pinned_thread_runs_where_it_was_put_and_its_time_counts() {
-        let cpu = std::thread::spawn(|| {
+        let pid = std::process::id();
+        let before = process_cpu_time(pid).unwrap();
+        // Busy on CPU 0 until the process's CPU time has grown by 50 ms (or
+        // 10 s pass: a loaded machine gives the thread less than its wall
+        // time): the reading follows the work.
+        let (cpu, grew) = std::thread::spawn(move || {
             pin_current_thread(0).unwrap();
-            let deadline = std::time::Instant::now() + Duration::from_millis(60);
-            while std::time::Instant::now() < deadline {
-                std::hint::black_box(0u64);
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let mut grew = false;
+            while std::time::Instant::now() < deadline && !grew {
+                for _ in 0..100_000 {
+                    std::hint::black_box(0u64);
+                }
+                grew = process_cpu_time(pid).unwrap() >= before + Duration::from_millis(50);
             }
             // SAFETY: sched_getcpu has no arguments and no preconditions.
-            unsafe { libc::sched_getcpu() }
+            (unsafe { libc::sched_getcpu() }, grew)
         })
         .join()
         .unwrap();
         assert_eq!(cpu, 0);
+        assert!(grew, "the CPU time did not grow with 10 s of work");
         assert!(pin_current_thread(libc::CPU_SETSIZE as usize).is_err());
         // Raising a thread's nice value needs no privilege; it is the
         // thread's own (19 is the lowest priority there is).
@@ -133,8 +143,6 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(nice, 19);
-        let used = process_cpu_time(std::process::id()).unwrap();
-        assert!(used >= Duration::from_millis(50), "{used:?}");
         assert!(process_cpu_time(u32::MAX).is_err());
     }
 }

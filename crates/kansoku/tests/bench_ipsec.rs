@@ -20,9 +20,16 @@ fn namespaces() -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// One bench at a time: each loads both cores, and the constant-rate test
+/// measures a rate.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs the bench; its JSON report, after checking it exited 0 and left
 /// no namespace of its own behind.
 fn bench(args: &[&str]) -> Value {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let child = kansoku()
         .args(["bench", "ipsec"])
         .args(args)
