@@ -337,6 +337,17 @@ struct Pair {
     cpus: [usize; 2],
 }
 
+/// A path as the `&str` a command line here takes; a path that is not
+/// UTF-8 is an error that names it, not a silent substitute.
+fn utf8(p: &Path) -> Result<&str> {
+    p.to_str().ok_or_else(|| {
+        Error::input(format!(
+            "bench ipsec: {} is not UTF-8; run from a path that is",
+            p.display()
+        ))
+    })
+}
+
 fn io_err(e: std::io::Error) -> Error {
     Error::input(e.to_string())
 }
@@ -444,7 +455,7 @@ struct Running {
     dst4: IpAddr,
     dst6: IpAddr,
     /// Files the processes read (removed at the end).
-    _files: Vec<tempfile::NamedTempFile>,
+    files: Vec<tempfile::NamedTempFile>,
 }
 
 /// A file the gateways or boringtun read (owner-only, as it holds keys),
@@ -502,7 +513,7 @@ impl Running {
                 pids: Vec::new(),
                 dst4: B4.parse().expect("an address"),
                 dst6: B6.parse().expect("an address"),
-                _files: Vec::new(),
+                files: Vec::new(),
             }),
             Carrier::Kansoku { esp, ah, legacy } => {
                 let file = temp_file("sa", &sa_file(esp, ah))?;
@@ -511,7 +522,7 @@ impl Running {
                     pids: Vec::new(),
                     dst4: B4.parse().expect("an address"),
                     dst6: B6.parse().expect("an address"),
-                    _files: Vec::new(),
+                    files: Vec::new(),
                 };
                 let peer_of = [(B4, B6, A4, A6), (A4, A6, B4, B6)];
                 for (i, (n, dev, cpu)) in pair.sides().into_iter().enumerate() {
@@ -523,11 +534,11 @@ impl Running {
                         "taskset",
                         "-c",
                         &cpu,
-                        exe.to_str().unwrap_or("kansoku"),
+                        utf8(exe)?,
                         "ipsec",
                         "gateway",
                         "--sa",
-                        file.path().to_str().unwrap_or(""),
+                        utf8(file.path())?,
                         "--tun",
                         TUN,
                         "--dev",
@@ -573,7 +584,7 @@ impl Running {
                     ])
                     .map_err(io_err)?;
                 }
-                run._files.push(file);
+                run.files.push(file);
                 pair.wait_ping(&pair.a, B4)?;
                 pair.wait_ping(&pair.a, B6)?;
                 Ok(run)
@@ -623,7 +634,7 @@ impl Running {
             pids: Vec::new(),
             dst4: WB4.parse().expect("an address"),
             dst6: WB6.parse().expect("an address"),
-            _files: Vec::new(),
+            files: Vec::new(),
         };
         for (i, (n, _, cpu)) in pair.sides().into_iter().enumerate() {
             let name = &names[i];
@@ -635,7 +646,7 @@ impl Running {
                 "taskset",
                 "-c",
                 &cpu,
-                bt.to_str().unwrap_or("boringtun-cli"),
+                utf8(&bt)?,
                 name,
                 "--foreground",
                 "--threads",
@@ -661,11 +672,11 @@ impl Running {
             let endpoint = format!("{}:{WG_PORT}", outer[other]);
             let allowed = format!("{}/32,{}/128", inner[other].0, inner[other].1);
             n.exec(&[
-                wg.to_str().unwrap_or("wg"),
+                utf8(&wg)?,
                 "set",
                 name,
                 "private-key",
-                key.path().to_str().unwrap_or(""),
+                utf8(key.path())?,
                 "listen-port",
                 &port,
                 "peer",
@@ -676,7 +687,7 @@ impl Running {
                 &allowed,
             ])
             .map_err(io_err)?;
-            run._files.push(key);
+            run.files.push(key);
             let ip = |args: &[&str]| n.ip(args).map(|_| ()).map_err(io_err);
             ip(&["addr", "add", &format!("{}/24", inner[i].0), "dev", name])?;
             ip(&[
@@ -708,12 +719,12 @@ impl Running {
 
     /// Stops the processes (SIGINT) and collects the gateways' reports;
     /// a process that failed is an error.
-    fn stop(self) -> Result<Vec<Value>> {
+    fn stop(mut self) -> Result<Vec<Value>> {
         let mut reports = Vec::new();
         for (_, p) in &self.peers {
             p.interrupt()?;
         }
-        for (what, p) in self.peers {
+        for (what, p) in std::mem::take(&mut self.peers) {
             let ended = p.wait()?;
             if what.starts_with("gateway") {
                 if !ended.status.success() {
@@ -727,6 +738,17 @@ impl Running {
             }
         }
         Ok(reports)
+    }
+}
+
+/// A carrier left behind by an error (a failed test, a peer that did not
+/// start) is killed: its namespace is about to go, and a process in a
+/// deleted namespace would live on unseen.
+impl Drop for Running {
+    fn drop(&mut self) {
+        for (_, p) in self.peers.drain(..) {
+            let _ = p.kill();
+        }
     }
 }
 
