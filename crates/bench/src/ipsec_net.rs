@@ -897,31 +897,33 @@ fn run_matrix(
     Ok(rows)
 }
 
-/// `--part link`.
-pub fn run_link(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
-    let all = link_configs();
-    let configs = choose(&all, args.configs.as_deref())?;
-    let tests = link_tests(&args.tests)?;
-    let families = families(&args.families)?;
-    let rate = args
-        .link_rate
+/// `--link-rate`, checked.
+fn link_rate(args: &BenchIpsecArgs) -> Result<Option<String>> {
+    args.link_rate
         .as_deref()
         .map(parse_rate)
         .transpose()
-        .map_err(Error::usage)?;
-    let estimate = configs.len() * families.len() * tests.len();
-    eprintln!(
-        "bench ipsec: {estimate} tests of {} s: about {:.0} minutes",
-        args.seconds,
-        (estimate as f64 * (args.seconds + 0.5) + configs.len() as f64 * 3.0) / 60.0
-    );
-    let pair = Pair::create(rate.as_deref())?;
+        .map_err(Error::usage)
+}
+
+/// Makes the namespaces (with the link rate), runs the tests of every
+/// configuration in them, removes them: the rows, the gateways' reports,
+/// and the problems those show.
+fn measure(
+    configs: &[Config],
+    tests: &[(&'static str, Test)],
+    families: &[u8],
+    rate: Option<&str>,
+    args: &BenchIpsecArgs,
+    stop: &AtomicBool,
+) -> Result<(Vec<Row>, Vec<Value>, Vec<String>)> {
+    let pair = Pair::create(rate)?;
     let mut gateways = Vec::new();
     let rows = run_matrix(
         &pair,
-        &configs,
-        &tests,
-        &families,
+        configs,
+        tests,
+        families,
         args.seconds,
         args.cpu_hog,
         stop,
@@ -929,6 +931,24 @@ pub fn run_link(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -
     )?;
     drop(pair);
     let problems = gateway_problems(&gateways);
+    Ok((rows, gateways, problems))
+}
+
+/// `--part link`.
+pub fn run_link(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
+    let all = link_configs();
+    let configs = choose(&all, args.configs.as_deref())?;
+    let tests = link_tests(&args.tests)?;
+    let families = families(&args.families)?;
+    let rate = link_rate(args)?;
+    let estimate = configs.len() * families.len() * tests.len();
+    eprintln!(
+        "bench ipsec: {estimate} tests of {} s: about {:.0} minutes",
+        args.seconds,
+        (estimate as f64 * (args.seconds + 0.5) + configs.len() as f64 * 3.0) / 60.0
+    );
+    let (rows, gateways, problems) =
+        measure(&configs, &tests, &families, rate.as_deref(), args, stop)?;
     let checks = link_checks(&rows);
     if args.json {
         writeln!(
@@ -1299,26 +1319,9 @@ pub fn run_dv(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> 
         payload: 500,
         ip_bits_per_s: args.dv_mbit * 1e6,
     };
-    let rate = args
-        .link_rate
-        .as_deref()
-        .map(parse_rate)
-        .transpose()
-        .map_err(Error::usage)?;
-    let pair = Pair::create(rate.as_deref())?;
-    let mut gateways = Vec::new();
-    let rows = run_matrix(
-        &pair,
-        &configs,
-        &[("dv", test)],
-        &[6],
-        args.seconds,
-        args.cpu_hog,
-        stop,
-        &mut gateways,
-    )?;
-    drop(pair);
-    let problems = gateway_problems(&gateways);
+    let rate = link_rate(args)?;
+    let (rows, gateways, problems) =
+        measure(&configs, &[("dv", test)], &[6], rate.as_deref(), args, stop)?;
     if args.json {
         writeln!(
             out,
