@@ -3,18 +3,7 @@
 //! namespace, which must be gone afterwards.
 
 mod common;
-
-use std::process::Command;
-
 use common::*;
-
-fn namespaces() -> String {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn small_sweep_gives_sane_rates_a_plot_and_cleans_up() {

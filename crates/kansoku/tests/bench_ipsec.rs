@@ -12,14 +12,6 @@ use std::process::{Command, Stdio};
 use common::*;
 use serde_json::Value;
 
-fn namespaces() -> String {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// One bench at a time: each loads both cores, and the constant-rate test
 /// measures a rate.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());

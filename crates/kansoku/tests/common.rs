@@ -199,3 +199,13 @@ pub fn packets_of(records: &[Owned]) -> Vec<SharkPacket> {
 pub fn can_run(what: &str) -> bool {
     bench::netns::can_run(what)
 }
+
+/// The host's network namespaces, as `ip netns list` prints them (benches
+/// must leave none of theirs behind).
+pub fn namespaces() -> String {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
