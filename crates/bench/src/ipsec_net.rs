@@ -447,11 +447,10 @@ impl Pair {
     }
 }
 
-/// A running carrier: the processes (pids for their CPU time) and the
+/// A running carrier: the processes (their CPU time read by pid) and the
 /// addresses the tests use.
 struct Running {
     peers: Vec<(String, Peer)>,
-    pids: Vec<u32>,
     dst4: IpAddr,
     dst6: IpAddr,
     /// Files the processes read (removed at the end).
@@ -510,7 +509,6 @@ impl Running {
         match &c.carrier {
             Carrier::Veth => Ok(Running {
                 peers: Vec::new(),
-                pids: Vec::new(),
                 dst4: B4.parse().expect("an address"),
                 dst6: B6.parse().expect("an address"),
                 files: Vec::new(),
@@ -519,7 +517,6 @@ impl Running {
                 let file = temp_file("sa", &sa_file(esp, ah))?;
                 let mut run = Running {
                     peers: Vec::new(),
-                    pids: Vec::new(),
                     dst4: B4.parse().expect("an address"),
                     dst6: B6.parse().expect("an address"),
                     files: Vec::new(),
@@ -551,7 +548,6 @@ impl Running {
                     let mut cmd = n.command(&argv);
                     cmd.stdout(Stdio::piped());
                     let peer = Peer::spawn(cmd)?;
-                    run.pids.push(peer.pid());
                     run.peers.push((format!("gateway in {}", n.name()), peer));
                     if !wait_until(Duration::from_secs(10), || link_up(n, TUN)) {
                         let (_, p) = run.peers.pop().expect("just pushed");
@@ -631,7 +627,6 @@ impl Running {
         let outer = [A4, B4];
         let mut run = Running {
             peers: Vec::new(),
-            pids: Vec::new(),
             dst4: WB4.parse().expect("an address"),
             dst6: WB6.parse().expect("an address"),
             files: Vec::new(),
@@ -655,7 +650,6 @@ impl Running {
             ]);
             cmd.stdout(Stdio::null());
             let peer = Peer::spawn(cmd)?;
-            run.pids.push(peer.pid());
             run.peers.push((format!("boringtun in {}", n.name()), peer));
             let sock = PathBuf::from(format!("/var/run/wireguard/{name}.sock"));
             if !wait_until(Duration::from_secs(10), || sock.exists()) {
@@ -707,10 +701,10 @@ impl Running {
 
     /// CPU seconds each process has used so far.
     fn cpu(&self) -> Vec<f64> {
-        self.pids
+        self.peers
             .iter()
-            .map(|&p| {
-                capture::usage::process_cpu_time(p)
+            .map(|(_, p)| {
+                capture::usage::process_cpu_time(p.pid())
                     .map(|d| d.as_secs_f64())
                     .unwrap_or(f64::NAN)
             })
