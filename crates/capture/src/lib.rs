@@ -35,4 +35,4 @@ pub mod usage;
 
 pub use rawip::{RawIpReceiver, RawIpSender, SendFault, UdpEncap};
 pub use ring::{KernelStats, RingConfig, TpacketRing};
-pub use tun::Tun;
+pub use tun::{Tun, VNET_HDR_LEN};

@@ -7,10 +7,17 @@
 //! prefix (the kernel takes the family from the version nibble). The
 //! interface ioctls (MTU, flags) go through an AF_INET datagram socket made
 //! with the device, so they reach its network namespace from any thread.
+//!
+//! [`Tun::open_offload`] adds `IFF_VNET_HDR` and turns on the checksum and
+//! TCP segmentation offloads (`TUNSETOFFLOAD`): every read and write then
+//! starts with a 10-byte `struct virtio_net_hdr`, a read may hold a TCP
+//! segment of up to 64 KiB with its checksum left partial, and a write may
+//! hand the kernel such a segment. Cutting and joining segments is the
+//! reader's (`pipeline::gateway::offload`).
 
 use std::ffi::CStr;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 
@@ -28,7 +35,20 @@ pub struct Tun {
     /// AF_INET datagram socket in the device's namespace, for `SIOCSIF*`.
     ctl: OwnedFd,
     name: String,
+    /// Opened with `IFF_VNET_HDR` and the offloads.
+    vnet: bool,
 }
+
+/// The virtio-net header in front of every packet of a TUN opened with
+/// [`Tun::open_offload`] (`struct virtio_net_hdr`, the kernel's default
+/// size).
+pub const VNET_HDR_LEN: usize = 10;
+
+/// The offloads [`Tun::open_offload`] turns on: the kernel may leave TCP
+/// and UDP checksums partial and hand over TCP segments of up to 64 KiB,
+/// IPv4 and IPv6, ECN's CWR included.
+const OFFLOADS: libc::c_uint =
+    libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
 
 /// An `ifreq` naming `name`, the rest zero.
 fn ifreq(name: &str) -> io::Result<libc::ifreq> {
@@ -58,6 +78,18 @@ impl Tun {
     /// no address. Needs CAP_NET_ADMIN. Blocking until
     /// [`Tun::set_nonblocking`].
     pub fn open(name: &str) -> io::Result<Tun> {
+        Tun::open_with(name, false)
+    }
+
+    /// As [`Tun::open`], with the virtio-net header and the checksum and
+    /// TCP segmentation offloads (see the module docs): reads return
+    /// [`VNET_HDR_LEN`] header bytes and then a packet of up to 64 KiB, and
+    /// writes go through [`Tun::write_vnet`].
+    pub fn open_offload(name: &str) -> io::Result<Tun> {
+        Tun::open_with(name, true)
+    }
+
+    fn open_with(name: &str, vnet: bool) -> io::Result<Tun> {
         let mut ifr = ifreq(name)?;
         let file = OpenOptions::new()
             .read(true)
@@ -70,7 +102,11 @@ impl Tun {
                     format!("{CLONE_DEVICE} (a TUN device needs CAP_NET_ADMIN): {e}"),
                 )
             })?;
-        ifr.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+        let mut flags = libc::IFF_TUN | libc::IFF_NO_PI;
+        if vnet {
+            flags |= libc::IFF_VNET_HDR;
+        }
+        ifr.ifr_ifru.ifru_flags = flags as libc::c_short;
         // SAFETY: TUNSETIFF reads and writes one `struct ifreq`, which `ifr` is.
         let r = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF as _, &mut ifr) };
         if r < 0 {
@@ -81,18 +117,46 @@ impl Tun {
         // NUL-terminated within IFNAMSIZ (the array was zeroed beforehand).
         let actual = unsafe { CStr::from_ptr(ifr.ifr_name.as_ptr()) };
         let name = actual.to_string_lossy().into_owned();
+        if vnet {
+            // SAFETY: TUNSETOFFLOAD takes its argument by value, an unsigned
+            // int of TUN_F_* flags.
+            let r = unsafe {
+                libc::ioctl(
+                    file.as_raw_fd(),
+                    libc::TUNSETOFFLOAD as _,
+                    libc::c_ulong::from(OFFLOADS),
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("TUNSETOFFLOAD {name:?}: {e}"),
+                ));
+            }
+        }
         let ctl = sys::socket(
             libc::AF_INET,
             libc::SOCK_DGRAM,
             0,
             "AF_INET, for interface ioctls",
         )?;
-        Ok(Tun { file, ctl, name })
+        Ok(Tun {
+            file,
+            ctl,
+            name,
+            vnet,
+        })
     }
 
     /// The device's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether packets carry the virtio-net header ([`Tun::open_offload`]).
+    pub fn has_vnet_hdr(&self) -> bool {
+        self.vnet
     }
 
     /// Sets the device's MTU (`SIOCSIFMTU`). IPv6 needs at least 1280.
@@ -169,10 +233,13 @@ impl Tun {
     /// hold the MTU: the kernel cuts a longer packet to the buffer and drops
     /// the rest, which is reported here as `InvalidData` (the header's
     /// length field says more than was read).
+    /// With the virtio-net header, `buf` gets the header and then the
+    /// packet, and should hold [`VNET_HDR_LEN`] + 65,535 bytes.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         let n = (&self.file).read(buf)?;
-        if n == buf.len() {
-            if let Some(len) = header_len_field(&buf[..n]).filter(|&len| len > n) {
+        let skip = if self.vnet { VNET_HDR_LEN } else { 0 };
+        if n == buf.len() && n > skip {
+            if let Some(len) = header_len_field(&buf[skip..n]).filter(|&len| len > n - skip) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
@@ -187,13 +254,36 @@ impl Tun {
 
     /// Writes one IP packet. The kernel rejects a packet whose first nibble
     /// is neither 4 nor 6 (`EINVAL`); the IP layer drops other bad ones
-    /// later, as if they had come off a wire.
+    /// later, as if they had come off a wire. On a TUN with the virtio-net
+    /// header, the packet goes behind an empty one (no offload asked).
     pub fn write(&self, packet: &[u8]) -> io::Result<()> {
+        if self.vnet {
+            return self.write_vnet(&[0; VNET_HDR_LEN], packet);
+        }
         let n = (&self.file).write(packet)?;
         if n != packet.len() {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
                 format!("{}: wrote {n} of {} bytes", self.name, packet.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes one packet behind its virtio-net header, in one `writev`
+    /// (on a TUN opened with [`Tun::open_offload`]; on another the header
+    /// would be read as the start of the packet). The kernel
+    /// refuses a header that does not fit the packet (`EINVAL`).
+    pub fn write_vnet(&self, hdr: &[u8; VNET_HDR_LEN], packet: &[u8]) -> io::Result<()> {
+        let n = (&self.file).write_vectored(&[IoSlice::new(hdr), IoSlice::new(packet)])?;
+        if n != hdr.len() + packet.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!(
+                    "{}: wrote {n} of {} bytes",
+                    self.name,
+                    hdr.len() + packet.len()
+                ),
             ));
         }
         Ok(())

@@ -247,6 +247,7 @@ fn gateway(args: &GatewayArgs) -> pipeline::Result<Report> {
         } else {
             ipsec::Keying::PerSa
         },
+        offload: !args.no_offload,
     })?;
     let [o4, o6] = gw.overhead();
     eprintln!(
@@ -347,6 +348,20 @@ fn print_gateway_report(r: &GatewayReport, json: bool) -> pipeline::Result<()> {
         r.receive_drops,
         r.tun_drops.map_or("unknown".to_string(), |n| n.to_string())
     )?;
+    let o = &r.offload;
+    if o.on {
+        let refused: u64 = o.refused.values().sum();
+        writeln!(
+            out,
+            "offloads: {} TCP segments read whole, cut into {} packets; {} inbound segments joined into {} writes; {} with a bad checksum; {refused} TUN reads refused",
+            o.tso_reads, o.tso_segments, o.gro_joined, o.gro_writes, o.bad_checksum
+        )?;
+        for (reason, n) in &o.refused {
+            writeln!(out, "  refused {reason}: {n}")?;
+        }
+    } else {
+        writeln!(out, "offloads: off")?;
+    }
     out.flush()?;
     Ok(())
 }

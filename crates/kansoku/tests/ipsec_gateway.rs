@@ -538,8 +538,11 @@ fn wire(file: &Path) -> Wire {
 }
 
 /// ping, curl and iperf3 both ways over the SAs of `sa`, IPv4 and IPv6,
-/// with the veth captured; the gateways' reports are checked.
-fn programs_talk_over(sa: &str, label: &str) {
+/// with the veth captured; the gateways (run with `extra` arguments)
+/// reports are checked: with the TUN offloads on, TCP segments were read
+/// whole and cut, and joined on the way in, and curl's bytes came through
+/// unchanged all the same.
+fn programs_talk_over(sa: &str, label: &str, extra: &[&str]) {
     if !can_run("ipsec gateway") {
         return;
     }
@@ -563,7 +566,7 @@ fn programs_talk_over(sa: &str, label: &str) {
     std::fs::write(www.join("blob"), &blob).unwrap();
     let cap = dir.path().join("veth.pcap");
     let dump = tcpdump(&pair.a, VETH_A, &cap);
-    let [ga, gb] = pair.gateways(&sa_path, &[]);
+    let [ga, gb] = pair.gateways(&sa_path, extra);
 
     let mut moved = Vec::new();
     for (dst_b, dst_a) in [(B4, A4), (B6, A6)] {
@@ -598,6 +601,23 @@ fn programs_talk_over(sa: &str, label: &str) {
             assert_eq!(n(sa, "integrity_failed"), 0, "{label} {side}: {sa}");
         }
         assert_eq!(n(r, "looped"), 0, "{label} {side}");
+        let o = &r["offload"];
+        assert_eq!(o["on"], Value::Bool(!extra.contains(&"--no-offload")));
+        assert_eq!(o["refused"], serde_json::json!({}), "{label} {side}: {o}");
+        assert_eq!(n(o, "bad_checksum"), 0, "{label} {side}: {o}");
+    }
+    let offload = |k: &str| n(&ra["offload"], k) + n(&rb["offload"], k);
+    if extra.contains(&"--no-offload") {
+        assert_eq!(offload("tso_reads") + offload("gro_joined"), 0);
+    } else {
+        // Both sides send (curl both ways), and iperf3's segments are large.
+        assert!(
+            offload("tso_reads") > 0 && offload("tso_segments") > 2 * offload("tso_reads"),
+            "{label}: {} {}",
+            ra["offload"],
+            rb["offload"]
+        );
+        assert!(offload("gro_joined") > 0 && offload("gro_writes") > 0);
     }
     let w = wire(&cap);
     assert!(
@@ -622,17 +642,22 @@ fn programs_talk_over(sa: &str, label: &str) {
 
 #[test]
 fn ping_curl_and_iperf3_talk_over_esp() {
-    programs_talk_over(&esp_gcm(), "ESP aes-gcm-16");
+    programs_talk_over(&esp_gcm(), "ESP aes-gcm-16", &[]);
 }
 
 #[test]
 fn ping_curl_and_iperf3_talk_over_esp_in_udp() {
-    programs_talk_over(&esp_in_udp_sas(), "ESP in UDP chacha20-poly1305");
+    programs_talk_over(&esp_in_udp_sas(), "ESP in UDP chacha20-poly1305", &[]);
 }
 
 #[test]
 fn ping_curl_and_iperf3_talk_over_ah_and_esp() {
-    programs_talk_over(&ah_esp(), "AH hmac-sha256 + ESP 3des-cbc/hmac-sha1");
+    // Without the offloads: every packet at the MTU, as before them.
+    programs_talk_over(
+        &ah_esp(),
+        "AH hmac-sha256 + ESP 3des-cbc/hmac-sha1",
+        &["--no-offload"],
+    );
 }
 
 #[test]

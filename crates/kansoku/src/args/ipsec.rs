@@ -71,6 +71,10 @@ pub struct GatewayArgs {
     /// Key the ciphers and HMACs for every packet, as KAME-era stacks did (slower; for comparisons).
     #[arg(long)]
     pub legacy_per_packet_keys: bool,
+    /// Open the TUN without the checksum and TCP segmentation offloads: every packet is read and written
+    /// at the MTU, none joined (slower for TCP; for comparisons).
+    #[arg(long)]
+    pub no_offload: bool,
     /// Print the closing report as JSON.
     #[arg(long)]
     pub json: bool,

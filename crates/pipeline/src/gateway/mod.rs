@@ -3,8 +3,8 @@
 //! iperf3) talk over it.
 //!
 //! ```text
-//! apps ─► route via TUN ─► Tun::read ─► Engine::outbound ─► RawIpSender (bound to --dev) ─► wire
-//! apps ◄─ kernel ◄──────── Tun::write ◄─ Engine::inbound ◄─ RawIpReceiver ESP/AH, UdpEncap ◄─ wire
+//! apps ─► route via TUN ─► Tun::read ─► offload::segment ─► Engine::outbound ─► RawIpSender (bound to --dev) ─► wire
+//! apps ◄─ kernel ◄──────── Tun::write ◄─ offload::Coalescer ◄─ Engine::inbound ◄─ RawIpReceiver ESP/AH, UdpEncap ◄─ wire
 //! ```
 //!
 //! One thread waits on the TUN and the receivers (one epoll set, registered
@@ -41,6 +41,12 @@
 //!   before its raw socket. IPv4 without DF within the device MTU is
 //!   fragmented by the kernel and never reaches this.
 //!
+//! Offloads ([`offload`], unless [`GatewayConfig::offload`] is off): the
+//! TUN is opened with the virtio-net header and checksum and TCP
+//! segmentation offloads, so a TCP sender's segments of up to 64 KiB come
+//! in one read and are cut here before protection, and decapsulated
+//! in-order TCP segments are joined into one write, as a card's GRO would.
+//!
 //! Queues: the TUN's is set to [`TUN_QUEUE`] packets and the raw receivers'
 //! buffers to 4 MiB, and the kernel's drops at both are in the report.
 //!
@@ -68,6 +74,7 @@ use wire::IpProtocol;
 
 use crate::error::{Error, Result};
 
+pub mod offload;
 mod packet;
 
 use ipsec::frag::{is_fragment, Reassembler, Step};
@@ -108,6 +115,31 @@ pub struct GatewayConfig {
     /// SAs and policies (a file with none: every packet in the clear).
     pub sa: ipsec::Config,
     pub keying: Keying,
+    /// Open the TUN with the checksum and TCP segmentation offloads
+    /// ([`offload`]): TCP segments of up to 64 KiB are read whole and cut
+    /// here, and in-order segments are joined before they are written.
+    pub offload: bool,
+}
+
+/// What the TUN offloads did ([`offload`]).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct OffloadReport {
+    /// Whether the TUN has them.
+    pub on: bool,
+    /// TUN reads that were TCP segments larger than the MTU, and the
+    /// packets they were cut into.
+    pub tso_reads: u64,
+    pub tso_segments: u64,
+    /// TUN reads whose virtio-net header did not fit the packet, by
+    /// [`offload::OffloadError::name`]; dropped.
+    pub refused: BTreeMap<&'static str, u64>,
+    /// Inbound TCP segments joined to the one before them, and the joined
+    /// packets written.
+    pub gro_joined: u64,
+    pub gro_writes: u64,
+    /// Inbound TCP segments with a wrong checksum, written alone for the
+    /// kernel to drop and count.
+    pub bad_checksum: u64,
 }
 
 /// One direction's counts.
@@ -214,6 +246,7 @@ pub struct GatewayReport {
     /// `tx_dropped` since the start, read from /sys/class/net, which is this
     /// namespace's when run by `ip netns exec`); `None` if unreadable.
     pub tun_drops: Option<u64>,
+    pub offload: OffloadReport,
     /// What ended the loop other than the stop flag.
     pub error: Option<String>,
 }
@@ -230,6 +263,8 @@ struct Bufs {
     scratch: Vec<u8>,
     /// A datagram reassembled from TUN fragments.
     whole: Vec<u8>,
+    /// A segment cut from a TUN read.
+    segment: Vec<u8>,
 }
 
 /// A TUN device, raw sockets and two engines; [`Gateway::run`] moves the
@@ -259,6 +294,8 @@ pub struct Gateway {
     /// The TUN, then the raw receivers, then the UDP sockets, registered
     /// once.
     poller: Poller,
+    /// Inbound TCP segments waiting to be joined (offloads on).
+    gro: offload::Coalescer,
     report: GatewayReport,
 }
 
@@ -355,7 +392,12 @@ impl Gateway {
                 m
             }
         };
-        let tun = Tun::open(&cfg.tun_name).map_err(|e| setup("TUN", e))?;
+        let tun = if cfg.offload {
+            Tun::open_offload(&cfg.tun_name)
+        } else {
+            Tun::open(&cfg.tun_name)
+        }
+        .map_err(|e| setup("TUN", e))?;
         tun.set_mtu(tun_mtu).map_err(|e| setup("TUN", e))?;
         if let Err(e) = tun.set_tx_queue_len(TUN_QUEUE) {
             notes.push(format!("TUN: {e}"));
@@ -392,6 +434,10 @@ impl Gateway {
         let report = GatewayReport {
             tun: tun.name().to_string(),
             tun_mtu,
+            offload: OffloadReport {
+                on: cfg.offload,
+                ..OffloadReport::default()
+            },
             ..GatewayReport::default()
         };
         Ok(Gateway {
@@ -407,17 +453,19 @@ impl Gateway {
             tun_mtu,
             notes,
             bufs: Bufs {
-                tun: vec![0; 65_536],
+                tun: vec![0; offload::VNET_HDR_LEN + 65_536],
                 rx: vec![0; UDP_HEAD + 65_575],
                 out: Vec::with_capacity(65_536 + 256),
                 scratch: Vec::with_capacity(65_536),
                 whole: Vec::with_capacity(65_536),
+                segment: Vec::with_capacity(65_536),
             },
             reassembly: Reassembler::new(REASSEMBLY_SLOTS),
             now: 0,
             frag_id: 1,
             tun_dropped_at_start,
             poller,
+            gro: offload::Coalescer::new(),
             report,
         })
     }
@@ -482,6 +530,8 @@ impl Gateway {
     pub fn report(&self) -> GatewayReport {
         let mut r = self.report.clone();
         r.receive_drops = self.rx.iter().filter_map(|x| x.drops().ok()).sum();
+        r.offload.gro_joined = self.gro.joined;
+        r.offload.bad_checksum = self.gro.bad_checksum;
         r.tun_drops = self
             .tun_dropped_at_start
             .zip(tun_dropped(self.tun.name()))
@@ -547,9 +597,25 @@ impl Gateway {
     /// hold more.
     fn drain_tun(&mut self) -> bool {
         let mut buf = std::mem::take(&mut self.bufs.tun);
+        let mut seg = std::mem::take(&mut self.bufs.segment);
+        let vnet = self.tun.has_vnet_hdr();
         let mut more = true;
         for _ in 0..BATCH {
             match self.tun.read(&mut buf) {
+                Ok(n) if vnet => {
+                    let mut k = 0u64;
+                    match offload::segment(&buf[..n], &mut seg, |p| {
+                        k += 1;
+                        self.outbound(p);
+                    }) {
+                        Ok(_) if k > 1 => {
+                            self.report.offload.tso_reads += 1;
+                            self.report.offload.tso_segments += k;
+                        }
+                        Ok(_) => {}
+                        Err(e) => *self.report.offload.refused.entry(e.name()).or_default() += 1,
+                    }
+                }
                 Ok(n) => self.outbound(&buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     more = false;
@@ -565,6 +631,7 @@ impl Gateway {
             }
         }
         self.bufs.tun = buf;
+        self.bufs.segment = seg;
         more
     }
 
@@ -586,6 +653,7 @@ impl Gateway {
             }
         }
         self.bufs.rx = buf;
+        self.flush_gro();
         more
     }
 
@@ -612,6 +680,7 @@ impl Gateway {
             }
         }
         self.bufs.rx = buf;
+        self.flush_gro();
         more
     }
 
@@ -738,17 +807,43 @@ impl Gateway {
         d.bytes_in += pkt.len() as u64;
         let mut out = std::mem::take(&mut self.bufs.out);
         if let Ok(Inbound::Decapsulated) = self.in_engine.inbound(pkt, &mut out) {
-            match self.tun.write(&out) {
-                Ok(()) => {
-                    self.report.inbound.packets_out += 1;
-                    self.report.inbound.bytes_out += out.len() as u64;
+            if self.tun.has_vnet_hdr() {
+                // Handed on when joined or flushed; counted here.
+                self.report.inbound.packets_out += 1;
+                self.report.inbound.bytes_out += out.len() as u64;
+                let (tun, report) = (&self.tun, &mut self.report);
+                self.gro.push(&out, |w| write_tun(tun, report, w));
+            } else {
+                match self.tun.write(&out) {
+                    Ok(()) => {
+                        self.report.inbound.packets_out += 1;
+                        self.report.inbound.bytes_out += out.len() as u64;
+                    }
+                    Err(_) => self.report.tun_write_errors += 1,
                 }
-                Err(_) => self.report.tun_write_errors += 1,
             }
         }
         // Clear (IKE, keepalives) is dropped, Held waits, refusals are
         // counted by the engine.
         self.bufs.out = out;
+    }
+}
+
+impl Gateway {
+    /// Writes the inbound TCP run waiting to be joined, if any.
+    fn flush_gro(&mut self) {
+        let (tun, report) = (&self.tun, &mut self.report);
+        self.gro.flush(|w| write_tun(tun, report, w));
+    }
+}
+
+/// One write of the [`offload::Coalescer`]'s into the TUN.
+fn write_tun(tun: &Tun, report: &mut GatewayReport, (h, p): offload::Write<'_>) {
+    if h.gso_type != offload::GSO_NONE {
+        report.offload.gro_writes += 1;
+    }
+    if tun.write_vnet(&h.bytes(), p).is_err() {
+        report.tun_write_errors += 1;
     }
 }
 
