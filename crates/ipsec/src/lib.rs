@@ -44,7 +44,8 @@ pub use sa::{SaCounters, SaState};
 
 /// What the `ipsec_inbound` fuzz target and the test that replays its
 /// corpus share: one SA of every kind, IPv4 and IPv6, with fixed keys, so
-/// that seed packets made once keep matching.
+/// that seed packets made once keep matching; and the plain test packets
+/// this crate's and the gateway's tests build.
 #[doc(hidden)]
 pub mod fuzzing {
     use crate::{parse_setkey, Engine, Options};
@@ -68,6 +69,40 @@ add 2001:db8::1 2001:db8::2 esp 0x3003 -m tunnel -E 3des-cbc 0x01020304050607080
         Engine::new(&cfg, Options::default()).unwrap_or_else(|_| {
             Engine::new(&Default::default(), Options::default()).unwrap_or_else(|_| unreachable!())
         })
+    }
+
+    /// An IPv4 packet from 10.0.0.1 to 10.0.0.2: `options`, then `len`
+    /// bytes of payload of protocol `proto`, DF as `df` says.
+    pub fn ipv4_packet(proto: u8, df: bool, options: &[u8], len: usize) -> Vec<u8> {
+        let hl = 20 + options.len();
+        let mut p = vec![0x40 | (hl / 4) as u8, 0];
+        p.extend_from_slice(&((hl + len) as u16).to_be_bytes());
+        p.extend_from_slice(&[0x12, 0x34, if df { 0x40 } else { 0 }, 0, 64, proto, 0, 0]);
+        p.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        p.extend_from_slice(options);
+        let c = crate::ip::checksum(&p);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p.extend((0..len).map(|i| (i * 7 + 3) as u8));
+        p
+    }
+
+    /// An IPv6 packet from fd00::1 to fd00::2: `ext` (whose first header
+    /// is `first`), then `len` bytes of payload.
+    pub fn ipv6_packet(first: u8, ext: &[u8], len: usize) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0];
+        p.extend_from_slice(&((ext.len() + len) as u16).to_be_bytes());
+        p.extend_from_slice(&[first, 64]);
+        let addr = |last: u8| {
+            let mut a = [0u8; 16];
+            a[0] = 0xfd;
+            a[15] = last;
+            a
+        };
+        p.extend_from_slice(&addr(1));
+        p.extend_from_slice(&addr(2));
+        p.extend_from_slice(ext);
+        p.extend((0..len).map(|i| (i * 5 + 1) as u8));
+        p
     }
 }
 

@@ -28,6 +28,8 @@ use std::net::IpAddr;
 use wire::checksum;
 use wire::IpProtocol;
 
+use super::packet::{dst_addr, src_addr};
+
 /// The header's length.
 pub const VNET_HDR_LEN: usize = capture::VNET_HDR_LEN;
 
@@ -184,19 +186,13 @@ impl Tcp {
         self.len - self.ip - self.tcp
     }
 
-    fn addrs(&self, p: &[u8]) -> (IpAddr, IpAddr) {
-        if self.v6 {
-            let a = |i: usize| IpAddr::from(<[u8; 16]>::try_from(&p[i..i + 16]).unwrap_or([0; 16]));
-            (a(8), a(24))
-        } else {
-            let a = |i: usize| IpAddr::from(<[u8; 4]>::try_from(&p[i..i + 4]).unwrap_or([0; 4]));
-            (a(12), a(16))
-        }
-    }
-
     /// The unfolded pseudo-header sum for a TCP segment `tcp_len` long.
     fn pseudo(&self, p: &[u8], tcp_len: usize) -> u64 {
-        let (s, d) = self.addrs(p);
+        let unspecified = IpAddr::from([0u8; 4]);
+        let (s, d) = (
+            src_addr(p).unwrap_or(unspecified),
+            dst_addr(p).unwrap_or(unspecified),
+        );
         checksum::pseudo_header(&s, &d, IpProtocol::Tcp, tcp_len as u32)
     }
 
@@ -286,7 +282,7 @@ pub fn segment(
     let pkt = &pkt[..t.len];
     let head = t.ip + t.tcp;
     let body = &pkt[head..];
-    let seq0 = u32::from_be_bytes([pkt[t.ip + 4], pkt[t.ip + 5], pkt[t.ip + 6], pkt[t.ip + 7]]);
+    let seq0 = seq(pkt, &t);
     let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
     let flags0 = pkt[t.ip + 13];
     if body.is_empty() {

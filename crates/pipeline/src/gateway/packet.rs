@@ -332,33 +332,7 @@ pub(super) mod tests {
     use wire::icmpv6::Icmpv6Packet;
     use wire::ipv4::Ipv4Packet;
 
-    /// An IPv4 packet from 10.0.0.1 to 10.0.0.2: `options`, then `len`
-    /// bytes of payload of protocol `proto`.
-    pub(in crate::gateway) fn v4(proto: u8, df: bool, options: &[u8], len: usize) -> Vec<u8> {
-        let hl = 20 + options.len();
-        let mut p = vec![0x40 | (hl / 4) as u8, 0];
-        p.extend_from_slice(&((hl + len) as u16).to_be_bytes());
-        p.extend_from_slice(&[0x12, 0x34, if df { 0x40 } else { 0 }, 0, 64, proto, 0, 0]);
-        p.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
-        p.extend_from_slice(options);
-        let c = checksum::checksum(&p);
-        p[10..12].copy_from_slice(&c.to_be_bytes());
-        p.extend((0..len).map(|i| (i * 7 + 3) as u8));
-        p
-    }
-
-    /// An IPv6 packet from fd00::1 to fd00::2: `ext` (whose first header
-    /// is `first`), then `len` bytes of payload.
-    pub(in crate::gateway) fn v6(first: u8, ext: &[u8], len: usize) -> Vec<u8> {
-        let mut p = vec![0x60, 0, 0, 0];
-        p.extend_from_slice(&((ext.len() + len) as u16).to_be_bytes());
-        p.extend_from_slice(&[first, 64]);
-        p.extend_from_slice(&"fd00::1".parse::<Ipv6Addr>().unwrap().octets());
-        p.extend_from_slice(&"fd00::2".parse::<Ipv6Addr>().unwrap().octets());
-        p.extend_from_slice(ext);
-        p.extend((0..len).map(|i| (i * 5 + 1) as u8));
-        p
-    }
+    pub(in crate::gateway) use ipsec::fuzzing::{ipv4_packet as v4, ipv6_packet as v6};
 
     #[test]
     fn icmp_frag_needed_quotes_the_packet_back_to_its_sender() {
