@@ -341,7 +341,7 @@ impl Engine {
         if self.has_out_policies {
             return self.select_out(pkt, l, chosen);
         }
-        let (src, dst) = (l.src(), l.dst());
+        let (src, dst) = (l.src(pkt), l.dst(pkt));
         if let Some((s, d, n, c)) = self.last_out {
             if s == src && d == dst {
                 *chosen = c;
@@ -366,7 +366,7 @@ impl Engine {
             let mut n = 0;
             for proto in [Protocol::Esp, Protocol::Ah] {
                 if let Some(i) = self.sas.iter().position(|s| {
-                    s.sa.protocol == proto && s.sa.src == l.src() && s.sa.dst == l.dst()
+                    s.sa.protocol == proto && s.sa.src == l.src(pkt) && s.sa.dst == l.dst(pkt)
                 }) {
                     chosen[n] = i;
                     n += 1;
@@ -388,7 +388,7 @@ impl Engine {
             PolicyAction::Ipsec(ts) => {
                 let mut n = 0;
                 for t in ts.iter().take(MAX_BUNDLE) {
-                    let (s, d) = t.tunnel.unwrap_or((l.src(), l.dst()));
+                    let (s, d) = t.tunnel.unwrap_or((l.src(pkt), l.dst(pkt)));
                     let found = self.sas.iter().position(|x| {
                         x.sa.protocol == t.protocol
                             && x.sa.mode == t.mode
@@ -453,7 +453,7 @@ impl Engine {
                     None => ESP,
                 };
                 esp::seal(sa, payload, l.protocol, out)?;
-                let udp = udp.map(|_| (udp_at, l.src(), l.dst()));
+                let udp = udp.map(|_| (udp_at, l.src(input), l.dst(input)));
                 finish_esp_out(out, udp, l.v6, ihl)?;
             }
             Protocol::Ah => {
@@ -688,7 +688,7 @@ impl Engine {
     ) -> Result<usize, Reject> {
         let esp = &input[at..l.total_len];
         let spi = esp::spi(esp).ok_or(Reject::Truncated)?;
-        let idx = self.lookup(ESP, spi, l.dst()).ok_or(Reject::NoSa)?;
+        let idx = self.lookup(ESP, spi, l.dst(input)).ok_or(Reject::NoSa)?;
         let sa = &mut self.sas[idx];
         if !sa.alive(self.now) {
             return Err(Reject::Expired);
@@ -709,7 +709,7 @@ impl Engine {
     fn ah_in(&mut self, input: &[u8], l: &Layout, out: &mut Vec<u8>) -> Result<usize, Reject> {
         let packet = &input[..l.total_len];
         let h = ah::header(&packet[l.header_len..])?;
-        let idx = self.lookup(AH, h.spi, l.dst()).ok_or(Reject::NoSa)?;
+        let idx = self.lookup(AH, h.spi, l.dst(input)).ok_or(Reject::NoSa)?;
         if !self.sas[idx].alive(self.now) {
             return Err(Reject::Expired);
         }
@@ -735,6 +735,7 @@ impl Engine {
 
 /// After ESP/AH came off: a tunnel's inner packet must be IP; transport
 /// mode gets its protocol and lengths back.
+#[inline]
 fn finish_in(out: &mut [u8], l: &Layout, nh: u8, tunnel: bool) -> Result<(), Reject> {
     if tunnel {
         if !matches!(nh, IPV4_IN_IP | IPV6_IN_IP) {
@@ -771,6 +772,7 @@ fn udp_header((src, dst): (u16, u16)) -> [u8; 8] {
 /// The addresses come only with `udp`: built for every packet and passed
 /// by reference, they were read back wider than they had just been
 /// written, a store-forwarding stall per packet for nothing without UDP.
+#[inline]
 fn finish_esp_out(
     p: &mut [u8],
     udp: Option<(usize, IpAddr, IpAddr)>,
@@ -859,8 +861,8 @@ fn selectors(pkt: &[u8], l: &Layout) -> Selectors {
         _ => None,
     };
     Selectors {
-        src: l.src(),
-        dst: l.dst(),
+        src: l.src(pkt),
+        dst: l.dst(pkt),
         protocol: l.protocol,
         ports,
     }

@@ -17,6 +17,12 @@ pub(crate) const AH: u8 = 51;
 pub(crate) const UDP: u8 = 17;
 pub(crate) const NO_NEXT: u8 = 59;
 
+/// Whether `nh` is one of the IPv6 extension headers [`Layout::parse`]
+/// walks past.
+pub(crate) fn is_extension(nh: u8) -> bool {
+    matches!(nh, HOP_BY_HOP | ROUTING | DEST_OPTS | FRAGMENT)
+}
+
 /// Why an IP packet cannot be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Malformed {
@@ -41,12 +47,6 @@ pub(crate) struct Layout {
     /// Offset of the byte that holds `protocol` (IPv4 header's protocol
     /// field, or the last extension header's next-header field).
     pub protocol_at: usize,
-    /// The addresses' bits ([`Layout::src`], [`Layout::dst`]): an integer
-    /// is stored and read back whole, where an `IpAddr` built here (its
-    /// tag, then four or sixteen bytes) and copied or compared wider by the
-    /// caller a few instructions later defeats store-to-load forwarding.
-    src: u128,
-    dst: u128,
     /// A fragment (IPv4 MF or offset; an IPv6 fragment header).
     pub fragment: bool,
 }
@@ -75,8 +75,6 @@ impl Layout {
                     total_len: total,
                     protocol: p[9],
                     protocol_at: 9,
-                    src: u128::from(u32::from_be_bytes([p[12], p[13], p[14], p[15]])),
-                    dst: u128::from(u32::from_be_bytes([p[16], p[17], p[18], p[19]])),
                     fragment: frag & 0x3fff != 0,
                 })
             }
@@ -94,7 +92,7 @@ impl Layout {
                 let mut fragment = false;
                 // Hop-by-hop, routing and destination options come before
                 // ESP/AH; a fragment header is remembered and walked past.
-                while matches!(next, HOP_BY_HOP | ROUTING | DEST_OPTS | FRAGMENT) {
+                while is_extension(next) {
                     if off + 8 > total {
                         return Err(Malformed::Truncated);
                     }
@@ -111,19 +109,12 @@ impl Layout {
                     next = p[off];
                     off += len;
                 }
-                let a = |o: usize| {
-                    let mut b = [0u8; 16];
-                    b.copy_from_slice(&p[o..o + 16]);
-                    u128::from_be_bytes(b)
-                };
                 Ok(Layout {
                     v6: true,
                     header_len: off,
                     total_len: total,
                     protocol: next,
                     protocol_at: at,
-                    src: a(8),
-                    dst: a(24),
                     fragment,
                 })
             }
@@ -132,19 +123,34 @@ impl Layout {
         }
     }
 
-    pub(crate) fn src(&self) -> IpAddr {
-        self.addr(self.src)
+    /// The source address of `p`, the packet this layout was read from
+    /// (or that packet with its IP header moved: the addresses stay where
+    /// they are in the header).
+    ///
+    /// Read from the packet when asked, not kept here: kept as an integer
+    /// or an `IpAddr`, LLVM stored an address into the layout in pieces (a
+    /// `u128` holding an IPv4 address as 1, 8, 4, 2 and 1 bytes) that the
+    /// caller's wider read right after could not be forwarded from, a
+    /// stall of ~6 ns per packet; a load from the packet is a plain load.
+    #[inline(always)]
+    pub(crate) fn src(&self, p: &[u8]) -> IpAddr {
+        self.addr(p, if self.v6 { 8 } else { 12 })
     }
 
-    pub(crate) fn dst(&self) -> IpAddr {
-        self.addr(self.dst)
+    /// The destination address of `p`, as [`Layout::src`].
+    #[inline(always)]
+    pub(crate) fn dst(&self, p: &[u8]) -> IpAddr {
+        self.addr(p, if self.v6 { 24 } else { 16 })
     }
 
-    fn addr(&self, bits: u128) -> IpAddr {
+    #[inline(always)]
+    fn addr(&self, p: &[u8], at: usize) -> IpAddr {
         if self.v6 {
-            IpAddr::V6(Ipv6Addr::from(bits))
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&p[at..at + 16]);
+            IpAddr::V6(Ipv6Addr::from(b))
         } else {
-            IpAddr::V4(Ipv4Addr::from(bits as u32))
+            IpAddr::V4(Ipv4Addr::new(p[at], p[at + 1], p[at + 2], p[at + 3]))
         }
     }
 }

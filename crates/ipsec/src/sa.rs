@@ -169,6 +169,7 @@ impl SaState {
 
     /// Checks the lifetimes at engine time `now` (seconds); `false` once the
     /// hard lifetime has passed.
+    #[inline]
     pub(crate) fn alive(&mut self, now: u64) -> bool {
         let born = *self.born.get_or_insert(now);
         let age = now.saturating_sub(born);

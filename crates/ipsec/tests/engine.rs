@@ -766,3 +766,65 @@ fn in_place_path_follows_packets_from_sa_to_sa() {
         assert_eq!(counts(e), [5, 4, 3]);
     }
 }
+
+/// ESP may carry IPv6 destination options before the upper layer (RFC 4303
+/// §3.1.1): after decapsulation both paths walk past them, so an inbound
+/// policy that discards UDP to port 53 refuses the packet and one that
+/// discards TCP, or UDP to another port, lets it in. (The in-place path
+/// reads the header again only then; otherwise it takes the next header as
+/// the protocol.)
+#[test]
+fn destination_options_inside_esp_are_walked_past_on_both_paths() {
+    use ipsec::PacketBuf;
+    // IPv6, then ESP with null encryption (SPI, sequence number, payload,
+    // padding, pad length, next header = destination options), carrying
+    // destination options (8 bytes: UDP next) and a UDP datagram.
+    let udp = [
+        0x30u8, 0x39, 0x00, 0x35, 0, 12, 0, 0, b'd', b'a', b't', b'a',
+    ];
+    let mut esp = vec![0, 0, 0x12, 0x34, 0, 0, 0, 1];
+    esp.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
+    esp.extend_from_slice(&udp);
+    // 8 + 12 + 2 bytes of payload and trailer: padding to 4.
+    esp.extend_from_slice(&[1, 2, 2, 60]);
+    let pl = esp.len();
+    let mut p = vec![0x60, 0, 0, 0, (pl >> 8) as u8, pl as u8, 50, 64];
+    let mut a = [0u8; 16];
+    a[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    a[15] = 1;
+    p.extend_from_slice(&a);
+    a[15] = 2;
+    p.extend_from_slice(&a);
+    p.extend_from_slice(&esp);
+    // What comes back: the IPv6 header with destination options next.
+    let mut want = p[..40].to_vec();
+    want[6] = 60;
+    let inner = 8 + udp.len();
+    want[4..6].copy_from_slice(&(inner as u16).to_be_bytes());
+    want.extend_from_slice(&esp[8..8 + inner]);
+    for (dport, upper, accepted) in [
+        ("53", "udp", false),
+        ("any", "udp", false),
+        ("54", "udp", true),
+        ("any", "tcp", true),
+    ] {
+        let conf = format!(
+            "add 2001:db8::1 2001:db8::2 esp 0x1234 -m transport -E null;\n\
+             spdadd 2001:db8::1 2001:db8::2[{dport}] {upper} -P in discard;"
+        );
+        let (mut copy, mut inplace) = engines(&conf);
+        let mut out = Vec::new();
+        let r = copy.inbound(&p, &mut out);
+        let mut pb = PacketBuf::new();
+        pb.set(&p);
+        let r_in = inplace.inbound_buf(&mut pb);
+        assert_eq!(r, r_in, "{upper} {dport}");
+        if accepted {
+            assert_eq!(r, Ok(Inbound::Decapsulated), "{upper} {dport}");
+            assert_eq!(out, want, "{upper} {dport}");
+            assert_eq!(pb.as_slice(), &want[..], "{upper} {dport}");
+        } else {
+            assert_eq!(r, Err(Reject::PolicyDiscard), "{upper} {dport}");
+        }
+    }
+}
