@@ -60,6 +60,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 use std::os::fd::AsFd;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,6 +86,14 @@ use packet::{
 
 /// Packets read from one descriptor before the others get a turn.
 pub const BATCH: usize = 64;
+
+/// Where an inbound packet comes from: raw receiver `i` (ESP, AH), or
+/// ESP-in-UDP socket `i`.
+#[derive(Clone, Copy, Debug)]
+enum Receiver {
+    Raw(usize),
+    Udp(usize),
+}
 
 /// The raw receivers' buffer: a burst waits there while the loop works on
 /// the other direction (the default, 208 KiB, dropped about one packet in
@@ -512,12 +521,12 @@ impl Gateway {
             }
             for i in 0..self.rx.len() {
                 if ready.is_ready(1 + i) {
-                    more |= self.drain_raw(i);
+                    more |= self.drain_rx(Receiver::Raw(i));
                 }
             }
             for i in 0..self.udp.len() {
                 if ready.is_ready(1 + self.rx.len() + i) {
-                    more |= self.drain_udp(i);
+                    more |= self.drain_rx(Receiver::Udp(i));
                 }
             }
             // A full batch may have left packets behind: look again at once.
@@ -635,13 +644,16 @@ impl Gateway {
         more
     }
 
-    /// Receives from raw receiver `i` until it is empty or a batch is done.
-    fn drain_raw(&mut self, i: usize) -> bool {
+    /// Receives from `from` (a raw receiver, or an ESP-in-UDP socket)
+    /// until it is empty or a batch is done; whether it may hold more.
+    fn drain_rx(&mut self, from: Receiver) -> bool {
         let mut buf = std::mem::take(&mut self.bufs.rx);
         let mut more = true;
         for _ in 0..BATCH {
-            match self.rx[i].recv(&mut buf) {
-                Ok(n) => self.inbound(&buf[..n]),
+            match self.receive(from, &mut buf) {
+                Ok(Some(packet)) => self.inbound(&buf[packet]),
+                // A datagram whose IP and UDP headers cannot be put back.
+                Ok(None) => self.report.receive_errors += 1,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     more = false;
                     break;
@@ -657,31 +669,19 @@ impl Gateway {
         more
     }
 
-    /// Receives ESP in UDP from socket `i`, puts back the IP and UDP headers
-    /// the engine reads, until it is empty or a batch is done.
-    fn drain_udp(&mut self, i: usize) -> bool {
-        let mut buf = std::mem::take(&mut self.bufs.rx);
-        let mut more = true;
-        for _ in 0..BATCH {
-            match self.udp[i].recv(&mut buf[UDP_HEAD..]) {
-                Ok(d) => {
-                    let dport = self.udp[i].local_addr().port();
-                    match udp_headers(&mut buf, d.len, d.src, d.dst, dport) {
-                        Some(start) => self.inbound(&buf[start..UDP_HEAD + d.len]),
-                        None => self.report.receive_errors += 1,
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    more = false;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => self.report.receive_errors += 1,
+    /// Receives one packet from `from` into `buf`; where the IP packet the
+    /// engine reads lies in it. ESP in UDP arrives without its IP and UDP
+    /// headers, which are put back in front of it (`None` if they cannot
+    /// be).
+    fn receive(&mut self, from: Receiver, buf: &mut [u8]) -> io::Result<Option<Range<usize>>> {
+        match from {
+            Receiver::Raw(i) => self.rx[i].recv(buf).map(|n| Some(0..n)),
+            Receiver::Udp(i) => {
+                let d = self.udp[i].recv(&mut buf[UDP_HEAD..])?;
+                let dport = self.udp[i].local_addr().port();
+                Ok(udp_headers(buf, d.len, d.src, d.dst, dport).map(|at| at..UDP_HEAD + d.len))
             }
         }
-        self.bufs.rx = buf;
-        self.flush_gro();
-        more
     }
 
     /// One packet from the TUN.
