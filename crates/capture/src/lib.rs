@@ -14,6 +14,8 @@
 //!   routing), [`rawip`] the raw IP and ESP-in-UDP sockets of an IPsec
 //!   gateway's outer side, [`poll::wait_readable`] waits on any of them with
 //!   a timeout, and [`netns::enter`] moves a thread into a network namespace.
+//! - [`nfqueue::NfQueue`] is an NFQUEUE queue (packets an iptables rule
+//!   queues, held until a verdict names them): the delay line's input.
 //! - [`privileges::User::lookup`] and [`privileges::drop_privileges`] are
 //!   `tcpdump -Z`.
 //! - [`usage::children_cpu_time`]: CPU time of ended child processes, which
@@ -24,6 +26,7 @@
 //! carries a `// SAFETY:` note.
 
 pub mod netns;
+pub mod nfqueue;
 pub mod poll;
 pub mod privileges;
 pub mod rawip;
