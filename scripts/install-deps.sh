@@ -3,7 +3,7 @@
 # tshark (the independent reader the tests check every written file with),
 # tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2, scapy (the IPsec
 # tests' independent stack, from PyPI), and the unmodified programs the IPsec gateway's end-to-end test runs
-# through it: curl, python3 (its http.server) and iperf3; and for `kansoku bench ipsec --part link`,
+# through it: curl, python3 (its http.server) and iperf3; iptables and openssl for kansoku delay; and for `kansoku bench ipsec --part link`,
 # boringtun-cli (a userspace WireGuard tunnel, built from crates.io into ~/.cargo/bin) and wg
 # (wireguard-tools, which keys it), the tunnel the bench runs beside kansoku's.
 # (Plots need no font package: DejaVu Sans is embedded from the dejavu crate.)
@@ -21,6 +21,10 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 command -v wg >/dev/null 2>&1 || need+=(wireguard-tools)
 command -v taskset >/dev/null 2>&1 || need+=(util-linux)
+# kansoku delay: iptables puts the clients' packets into its NFQUEUE queue;
+# its tests serve HTTPS with a certificate openssl makes.
+command -v iptables-restore >/dev/null 2>&1 || need+=(iptables)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -286,16 +286,32 @@ impl DelayLine {
         self.queue.flush()
     }
 
-    /// Lets every held packet go, reads the counters, removes the rules.
+    /// Stops new packets from entering the queue, takes in those already
+    /// there, lets every held packet go, reads the counters, removes the
+    /// rules.
     pub fn finish(mut self) -> DelayReport {
-        // What is still queued in the socket is let go as it is.
-        let _ = self.read_queued();
+        let mut problems = Vec::new();
+        if let Err(e) = self.rules.unhook() {
+            problems.push(format!("unhooking the delay line's rules: {e}"));
+        }
+        // Packets queued before the unhook are in the socket or on their
+        // way to it: read until the kernel holds no more than this line.
+        let until = Instant::now() + Duration::from_millis(200);
+        loop {
+            let _ = self.read_queued();
+            let held = self.queue.stats().map_or(0, |s| s.held);
+            if held <= self.schedule.held() as u64 || Instant::now() > until {
+                break;
+            }
+            let _ = self.queue.wait(Some(Duration::from_millis(1)));
+        }
         let held: Vec<u32> = self.schedule.drain().collect();
         for id in held {
             let _ = self.queue.verdict(id, true);
         }
         let _ = self.queue.flush();
         let mut r = std::mem::take(&mut self.report);
+        r.problems = problems;
         r.rule_packets = self.rules.queued().ok();
         if let Ok(s) = self.queue.stats() {
             r.queue_dropped = s.queue_dropped - self.start_stats.queue_dropped.min(s.queue_dropped);

@@ -320,6 +320,34 @@ pub fn parse_cdf(text: &str) -> Result<Vec<CdfPoint>, (usize, usize, String)> {
     }
 }
 
+/// What the `delay_profile` fuzz target and the corpus replay check: a
+/// CDF text parses into points that rise and end at 1 (and whose
+/// quantiles stay among them), or into an error at a line and column
+/// that exist; never a panic.
+pub fn fuzz_check(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match parse_cdf(text) {
+        Ok(points) => {
+            assert!(points
+                .windows(2)
+                .all(|w| w[0].rtt <= w[1].rtt && w[0].fraction <= w[1].fraction));
+            assert!((points[points.len() - 1].fraction - 1.0).abs() <= 1e-9);
+            let p = Profile::Cdf {
+                source: PathBuf::new(),
+                points: points.clone(),
+            };
+            for q in p.quantiles(7) {
+                assert!(q >= points[0].rtt && q <= points[points.len() - 1].rtt);
+            }
+        }
+        Err((line, col, _)) => {
+            assert!(line >= 1 && line <= text.lines().count().max(1) && col >= 1)
+        }
+    }
+}
+
 /// The inverse of a piecewise-linear CDF at `p`.
 fn cdf_quantile(points: &[CdfPoint], p: f64) -> Duration {
     let first = points[0];

@@ -265,6 +265,7 @@ pub struct Rules {
     families: Vec<Family>,
     out: String,
     inn: String,
+    unhooked: bool,
     removed: bool,
 }
 
@@ -295,6 +296,7 @@ impl Rules {
             families: Vec::new(),
             out,
             inn,
+            unhooked: false,
             removed: false,
         };
         for f in families {
@@ -325,30 +327,45 @@ impl Rules {
         Ok(n)
     }
 
+    /// Takes the jumps to the chains out, so that no packet enters the
+    /// queue any more; the chains and their counters stay until
+    /// [`Rules::remove`].
+    pub fn unhook(&mut self) -> io::Result<()> {
+        if self.unhooked {
+            return Ok(());
+        }
+        self.unhooked = true;
+        let jumps = vec![
+            ("OUTPUT".to_string(), self.out.clone()),
+            ("INPUT".to_string(), self.inn.clone()),
+        ];
+        self.each_family(&remove_script(&[], &jumps))
+    }
+
     /// Removes the rules (also done when dropped, errors then unreported).
     pub fn remove(&mut self) -> io::Result<()> {
         if self.removed {
             return Ok(());
         }
+        let unhooked = self.unhook();
         self.removed = true;
         let chains = vec![self.out.clone(), self.inn.clone()];
-        let jumps = vec![
-            ("OUTPUT".to_string(), self.out.clone()),
-            ("INPUT".to_string(), self.inn.clone()),
-        ];
-        let mut result = Ok(());
-        for f in &self.families {
-            if let Err(e) = run_tool(
-                f.restore(),
-                &["--noflush"],
-                Some(&remove_script(&chains, &jumps)),
-            ) {
-                result = Err(e);
-            }
-        }
+        let result = unhooked.and(self.each_family(&remove_script(&chains, &[])));
         if let Ok(mut l) = LIVE.lock() {
             l.remove(&self.out);
             l.remove(&self.inn);
+        }
+        result
+    }
+
+    /// Runs an `iptables-restore` script for each IP version in use; the
+    /// first error, after trying all.
+    fn each_family(&self, script: &str) -> io::Result<()> {
+        let mut result = Ok(());
+        for f in &self.families {
+            if let Err(e) = run_tool(f.restore(), &["--noflush"], Some(script)) {
+                result = result.and(Err(e));
+            }
         }
         result
     }

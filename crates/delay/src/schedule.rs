@@ -243,3 +243,37 @@ mod tests {
         assert_ne!(a, run(2));
     }
 }
+
+/// Parses a link rate in bits per second: `10mbit`, `512kbit`, `1gbit`,
+/// `9600bit` (tc's units).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, scale) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
+        .iter()
+        .find_map(|(u, k)| s.strip_suffix(u).map(|n| (n, *k)))
+        .ok_or_else(|| format!("{s:?}: a rate with its unit (bit, kbit, mbit, gbit)"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: not a number followed by a unit"))?;
+    let bps = v * scale;
+    if !(1.0..=1e12).contains(&bps) {
+        return Err(format!("{s:?}: between 1bit and 1000gbit"));
+    }
+    Ok(bps as u64)
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::parse_rate;
+
+    #[test]
+    fn rates_parse_with_tc_units() {
+        assert_eq!(parse_rate("10mbit"), Ok(10_000_000));
+        assert_eq!(parse_rate("1.5gbit"), Ok(1_500_000_000));
+        assert_eq!(parse_rate("512kbit"), Ok(512_000));
+        assert!(parse_rate("10").is_err());
+        assert!(parse_rate("-1mbit").is_err());
+        assert!(parse_rate("0bit").is_err());
+        assert!(parse_rate("xmbit").is_err());
+    }
+}

@@ -9,6 +9,7 @@
 
 mod args;
 mod cmd_capture;
+mod cmd_delay;
 mod cmd_filter;
 mod cmd_generate;
 mod cmd_ipsec;
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Command::Filter(args) => cmd_filter::run(&args),
         Command::Profile(args) => cmd_profile::run(&args),
         Command::Plot(args) => cmd_plot::run(&args),
+        Command::Delay(args) => cmd_delay::run(&args),
         Command::Ipsec(args) => cmd_ipsec::run(&args),
         Command::Bench(args) => bench::run(&args, signals::stop_flag()),
     };

@@ -5,6 +5,7 @@ mod analysis;
 mod ipsec;
 mod live;
 mod output;
+mod web;
 
 use std::path::PathBuf;
 
@@ -14,6 +15,7 @@ pub use analysis::*;
 pub use ipsec::*;
 pub use live::*;
 pub use output::*;
+pub use web::*;
 
 /// kansoku (観測): capture, store, filter and profile network traffic.
 #[derive(Debug, Parser)]
@@ -47,6 +49,9 @@ pub enum Command {
     Ipsec(IpsecArgs),
     /// Plot aguri summaries: total traffic and the top aggregates over time (SVG, PNG or HTML).
     Plot(PlotArgs),
+    /// Put a round-trip time per client address on real packets (NFQUEUE, held verdicts), as netem or dummynet
+    /// would, for any program: `kansoku delay --clients 100 --profile lognormal:median=48ms,sigma=1 -- CMD`.
+    Delay(DelayArgs),
 }
 
 #[derive(Debug, Args)]

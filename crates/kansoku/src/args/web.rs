@@ -1,0 +1,44 @@
+//! `kansoku delay`: per-client network delay on real packets.
+
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct DelayArgs {
+    /// Client addresses: a count (that many from 127.0.0.2), a range A-B, addresses, or a mix, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "1")]
+    pub clients: String,
+    /// Round-trip times: none, const:48ms, lognormal:median=48ms,sigma=1, or cdf:FILE (RTT_MS FRACTION lines);
+    /// client i of N gets the quantile at (i + 1/2) / N. Half of it is put on each direction.
+    #[arg(long, value_name = "PROFILE", default_value = "none")]
+    pub profile: String,
+    /// Only traffic with this server (ADDR:PORT, TCP; port 0 for any): by default every packet from or to a client.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub server: Option<std::net::SocketAddr>,
+    /// Packets the kernel holds in the queue at most; past that they are dropped and the run is invalid.
+    #[arg(long, value_name = "PACKETS", default_value_t = 65_536, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub queue_len: u32,
+    /// Let packets that find the queue full through undelayed (the run is then reported invalid) instead of dropping them.
+    #[arg(long)]
+    pub fail_open: bool,
+    /// Drop this fraction of packets, each direction (0 to 1).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    pub loss: f64,
+    /// Each client's link rate, each direction (e.g. 10mbit, 512kbit, 1gbit).
+    #[arg(long, value_name = "RATE")]
+    pub rate: Option<String>,
+    /// A packet released later than this after its due time counts as late.
+    #[arg(long, value_name = "DURATION", default_value = "1ms")]
+    pub late_after: String,
+    /// Stop after this long (e.g. 30s); by default run until COMMAND ends, or until SIGINT/SIGTERM.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// List each client's round trip in the text report.
+    #[arg(long)]
+    pub list: bool,
+    /// A program to run while the delay is on (its output is its own; kansoku's report then goes to stderr).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}

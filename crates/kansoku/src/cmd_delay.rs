@@ -1,0 +1,205 @@
+//! `kansoku delay`: the command-line side of the `delay` crate. It turns
+//! the flags into each client's round trip, runs the delay line (and a
+//! program beside it, if given) until the program ends, the time is up or
+//! a signal comes, and prints what the line did. An invalid run (a packet
+//! dropped or let through undelayed) exits 1.
+
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::process::{Child, Command};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use delay::clients::parse_clients;
+use delay::profile::{fmt_ms, parse_duration};
+use delay::schedule::parse_rate;
+use delay::{DelayConfig, DelayReport, Profile, Running, Shaping};
+use pipeline::{Error, Report};
+use serde::Serialize;
+
+use crate::args::DelayArgs;
+use crate::signals;
+
+#[derive(Serialize)]
+struct ClientRtt {
+    addr: IpAddr,
+    rtt_ms: f64,
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    profile: String,
+    clients: Vec<ClientRtt>,
+    command_status: Option<i32>,
+    delay_line: &'a DelayReport,
+}
+
+pub fn run(args: &DelayArgs) -> pipeline::Result<Report> {
+    let profile = Profile::parse(&args.profile).map_err(|e| Error::input(e.to_string()))?;
+    let clients =
+        parse_clients(&args.clients).map_err(|e| Error::usage(format!("--clients: {e}")))?;
+    let rtts: Vec<(IpAddr, Duration)> = clients
+        .iter()
+        .copied()
+        .zip(profile.quantiles(clients.len()))
+        .collect();
+    if !(0.0..=1.0).contains(&args.loss) {
+        return Err(Error::usage(format!(
+            "--loss {}: a fraction from 0 to 1",
+            args.loss
+        )));
+    }
+    let rate_bps = args
+        .rate
+        .as_deref()
+        .map(parse_rate)
+        .transpose()
+        .map_err(|e| Error::usage(format!("--rate: {e}")))?;
+    let late_after =
+        parse_duration(&args.late_after).map_err(|e| Error::usage(format!("--late-after: {e}")))?;
+    let duration = args
+        .duration
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| Error::usage(format!("--duration: {e}")))?;
+    let cfg = DelayConfig {
+        clients: rtts.clone(),
+        server: args.server,
+        queue_len: args.queue_len,
+        fail_open: args.fail_open,
+        shaping: Shaping {
+            loss: args.loss,
+            rate_bps,
+            seed: 1,
+        },
+        late_after,
+    };
+    let line = Running::spawn(&cfg).map_err(|e| Error::input(e.to_string()))?;
+    let mut child = match args.command.split_first() {
+        Some((prog, rest)) => match Command::new(prog).args(rest).spawn() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                drop(line);
+                return Err(Error::input(format!("{prog}: {e}")));
+            }
+        },
+        None => None,
+    };
+    let status = wait(child.as_mut(), duration);
+    let delay = line.stop();
+
+    let mut report = Report {
+        packets: delay.received,
+        ..Report::default()
+    };
+    if let Some(c) = status {
+        if c != 0 {
+            report
+                .problems
+                .push(format!("{}: exited with {c}", args.command[0]));
+        }
+    }
+    report.problems.extend(delay.problems.iter().cloned());
+    let out = Output {
+        profile: profile.to_string(),
+        clients: rtts
+            .iter()
+            .map(|(a, d)| ClientRtt {
+                addr: *a,
+                rtt_ms: d.as_secs_f64() * 1e3,
+            })
+            .collect(),
+        command_status: status,
+        delay_line: &delay,
+    };
+    // With a program's output on stdout, the report goes to stderr.
+    let printed = if child.is_some() {
+        print(&mut io::stderr().lock(), &out, args, &profile)
+    } else {
+        print(&mut io::stdout().lock(), &out, args, &profile)
+    };
+    if let Err(e) = printed {
+        report.failed(e.into());
+    }
+    Ok(report)
+}
+
+/// Waits for the child to end, the time to pass, or a stop signal; the
+/// child's exit code (a child still running is stopped first).
+fn wait(mut child: Option<&mut Child>, duration: Option<Duration>) -> Option<i32> {
+    let start = Instant::now();
+    let stop = signals::stop_flag();
+    loop {
+        if let Some(c) = child.as_deref_mut() {
+            if let Ok(Some(s)) = c.try_wait() {
+                return Some(s.code().unwrap_or(128));
+            }
+        }
+        let timed_out = duration.is_some_and(|d| start.elapsed() >= d);
+        if timed_out || stop.load(Ordering::Relaxed) {
+            return child.map(|c| {
+                let _ = c.kill();
+                c.wait().ok().and_then(|s| s.code()).unwrap_or(128)
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn print(
+    w: &mut dyn Write,
+    out: &Output<'_>,
+    args: &DelayArgs,
+    profile: &Profile,
+) -> io::Result<()> {
+    if args.json {
+        serde_json::to_writer(&mut *w, out).map_err(io::Error::from)?;
+        return writeln!(w);
+    }
+    let mut rtts: Vec<f64> = out.clients.iter().map(|c| c.rtt_ms).collect();
+    rtts.sort_by(f64::total_cmp);
+    let mean = rtts.iter().sum::<f64>() / rtts.len() as f64;
+    let d = out.delay_line;
+    writeln!(
+        w,
+        "delay: {} clients, {profile} (median {}, mean {}): RTT min {:.3} ms, median {:.3} ms, mean {mean:.3} ms, max {:.3} ms",
+        rtts.len(),
+        fmt_ms(profile.median()),
+        fmt_ms(profile.mean()),
+        rtts[0],
+        rtts[rtts.len() / 2],
+        rtts[rtts.len() - 1],
+    )?;
+    if args.list {
+        for c in &out.clients {
+            writeln!(w, "  {:<40} {:>10.3} ms", c.addr, c.rtt_ms)?;
+        }
+    }
+    writeln!(
+        w,
+        "delay line (queue {}): {} packets received, {} held, {} late (over {}), lateness p50 {} us, p99 {} us, max {} us; \
+         {} lost, {} not a client's, {} unreadable; most held at once {}",
+        d.queue,
+        d.received,
+        d.held,
+        d.late,
+        args.late_after,
+        d.lateness.p50_us,
+        d.lateness.p99_us,
+        d.lateness.max_us,
+        d.lost,
+        d.not_ours,
+        d.unreadable,
+        d.max_held
+    )?;
+    writeln!(
+        w,
+        "kernel: rules queued {}, dropped (queue full) {}, dropped (socket full) {}, undelayed {}: {}",
+        d.rule_packets.map_or_else(|| "?".to_string(), |n| n.to_string()),
+        d.queue_dropped,
+        d.user_dropped,
+        d.undelayed,
+        if d.valid { "valid" } else { "INVALID" }
+    )
+}
