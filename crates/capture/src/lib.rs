@@ -31,6 +31,7 @@ pub mod poll;
 pub mod privileges;
 pub mod rawip;
 pub mod ring;
+pub mod sockopt;
 mod sys;
 pub mod tun;
 pub mod tx;

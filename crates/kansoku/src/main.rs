@@ -18,6 +18,7 @@ mod cmd_profile;
 mod cmd_read;
 mod cmd_stats;
 mod cmd_synth;
+mod cmd_webbench;
 mod output;
 mod pattern;
 mod progress;
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => cmd_profile::run(&args),
         Command::Plot(args) => cmd_plot::run(&args),
         Command::Delay(args) => cmd_delay::run(&args),
+        Command::Webbench(args) => cmd_webbench::run(&args),
         Command::Ipsec(args) => cmd_ipsec::run(&args),
         Command::Bench(args) => bench::run(&args, signals::stop_flag()),
     };

@@ -52,6 +52,9 @@ pub enum Command {
     /// Put a round-trip time per client address on real packets (NFQUEUE, held verdicts), as netem or dummynet
     /// would, for any program: `kansoku delay --clients 100 --profile lognormal:median=48ms,sigma=1 -- CMD`.
     Delay(DelayArgs),
+    /// Benchmark a web server as real clients load it: many source addresses, each with its own round trip
+    /// (--delay), closed or open model, per-request times, latency percentiles without coordinated omission.
+    Webbench(WebbenchArgs),
 }
 
 #[derive(Debug, Args)]

@@ -42,3 +42,50 @@ pub struct DelayArgs {
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
+
+/// `kansoku webbench`: HTTP load from many client addresses.
+#[derive(Debug, Args)]
+pub struct WebbenchArgs {
+    /// The page to ask for (http://HOST[:PORT]/PATH).
+    pub url: String,
+    /// Closed model: this many connections, each asking again when answered (default 10 without --rate).
+    #[arg(short = 'c', long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub connections: Option<u64>,
+    /// Open model: start this many requests a second, answered or not; latency counts from the scheduled time.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate: Option<f64>,
+    /// Open model: exponential gaps between requests (Poisson arrivals) instead of even ones.
+    #[arg(long, requires = "rate")]
+    pub poisson: bool,
+    /// Stop starting requests after this long (default 10s unless --requests).
+    #[arg(short = 'd', long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Stop after this many requests.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub requests: Option<u64>,
+    /// Keep connections open between requests (HTTP/1.1); default: one connection per request, closed by the server.
+    #[arg(long)]
+    pub keep_alive: bool,
+    /// Client source addresses, used round-robin: a count (that many from 127.0.0.2), a range A-B, or a list.
+    #[arg(long, value_name = "LIST")]
+    pub clients: Option<String>,
+    /// Give each client its own round trip on real packets (a delay line, root): const:48ms,
+    /// lognormal:median=48ms,sigma=1, cdf:FILE. Client i of N gets the (i + 1/2) / N quantile.
+    #[arg(long, value_name = "PROFILE")]
+    pub delay: Option<String>,
+    /// Packets the delay line's queue holds at most.
+    #[arg(long, value_name = "PACKETS", default_value_t = 65_536)]
+    pub queue_len: u32,
+    /// Event-loop threads (default: the cores).
+    #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub threads: Option<u64>,
+    /// Longest a connect, or a wait for an answer, may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub timeout: String,
+    /// Write every request's times (microseconds from the start) to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    pub records: Option<std::path::PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

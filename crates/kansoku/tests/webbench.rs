@@ -1,0 +1,208 @@
+//! `kansoku webbench` against a real HTTP server (python3's http.server,
+//! HTTP/1.1 with keep-alive, on a loopback port of its own): request
+//! counts, connections with and without keep-alive, the open model's rate,
+//! round-robin client addresses, per-request records in order, bad URLs;
+//! and, as root, a delay line under the clients whose round trip the
+//! connect times show.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// python3's http.server on 127.0.0.1, a free port, serving `dir`
+/// (HTTP/1.1, so connections stay open when asked).
+fn server(dir: &std::path::Path) -> Server {
+    std::fs::write(dir.join("index.html"), vec![b'x'; 2048]).unwrap();
+    let script = format!(
+        "import http.server, functools, sys\n\
+         class H(http.server.SimpleHTTPRequestHandler):\n\
+         \x20   protocol_version = 'HTTP/1.1'\n\
+         \x20   def log_message(self, *a): pass\n\
+         h = functools.partial(H, directory={:?})\n\
+         s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+         print(s.server_address[1], flush=True)\n\
+         s.serve_forever()\n",
+        p(dir)
+    );
+    let mut child = Command::new("python3")
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().parse().unwrap();
+    Server { child, port }
+}
+
+fn webbench(args: &[&str]) -> (Value, std::process::Output) {
+    let mut all = vec!["webbench"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let out = run(&all);
+    assert!(
+        out.status.success(),
+        "webbench {args:?}: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (serde_json::from_slice(&out.stdout).unwrap(), out)
+}
+
+#[test]
+fn a_closed_run_answers_every_request_on_the_connections_it_should() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path());
+    let url = format!("http://127.0.0.1:{}/index.html", s.port);
+    // A connection per request.
+    let (v, _) = webbench(&[&url, "-c", "4", "-n", "200", "-t", "2"]);
+    let r = &v["results"];
+    assert_eq!(r["answered"], 200, "{v}");
+    assert_eq!(r["ok"], 200);
+    assert_eq!(r["connections"], 200);
+    assert_eq!(r["body_bytes"], 200 * 2048);
+    assert_eq!(r["status"]["200"], 200);
+    assert!(r["errors"].as_object().unwrap().is_empty(), "{v}");
+    assert!(r["latency"]["p50_ms"].as_f64().unwrap() > 0.0);
+    // Keep-alive: four connections carry them all.
+    let (v, _) = webbench(&[&url, "-c", "4", "-n", "200", "-t", "2", "--keep-alive"]);
+    assert_eq!(v["results"]["answered"], 200, "{v}");
+    assert_eq!(v["results"]["connections"], 4, "{v}");
+}
+
+#[test]
+fn records_are_in_order_and_clients_take_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path());
+    let url = format!("http://127.0.0.1:{}/index.html", s.port);
+    let csv = dir.path().join("records.csv");
+    webbench(&[
+        &url,
+        "-c",
+        "3",
+        "-n",
+        "50",
+        "--clients",
+        "5",
+        "--records",
+        p(&csv),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("client,scheduled_us,connect_start_us"));
+    let mut per_client = std::collections::BTreeMap::<String, u32>::new();
+    let mut n = 0;
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        *per_client.entry(f[0].to_string()).or_default() += 1;
+        let t: Vec<u64> = f[2..8].iter().map(|x| x.parse().unwrap()).collect();
+        assert!(
+            t.windows(2).all(|w| w[0] <= w[1]),
+            "times out of order: {l}"
+        );
+        assert!(t[0] >= f[1].parse::<u64>().unwrap(), "{l}");
+        assert_eq!(f[8], "200");
+        n += 1;
+    }
+    assert_eq!(n, 50);
+    let expect: std::collections::BTreeMap<String, u32> =
+        (2..7).map(|i| (format!("127.0.0.{i}"), 10)).collect();
+    assert_eq!(per_client, expect);
+}
+
+#[test]
+fn an_open_run_starts_requests_at_its_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path());
+    let url = format!("http://127.0.0.1:{}/index.html", s.port);
+    for poisson in [false, true] {
+        let mut args = vec![url.as_str(), "--rate", "200", "-d", "2s"];
+        if poisson {
+            args.push("--poisson");
+        }
+        let (v, _) = webbench(&args);
+        let answered = v["results"]["answered"].as_u64().unwrap();
+        // 400 scheduled in two seconds (Poisson: within four deviations).
+        let (lo, hi) = if poisson { (320, 480) } else { (395, 405) };
+        assert!(
+            (lo..=hi).contains(&answered),
+            "poisson {poisson}: {answered} answered: {v}"
+        );
+    }
+}
+
+#[test]
+fn urls_that_cannot_be_used_are_input_errors() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    for (url, expect) in [
+        (format!("http://127.0.0.1:{port}/"), "cannot connect"),
+        ("not a url".to_string(), "not a URL"),
+        ("ftp://127.0.0.1/".to_string(), "scheme"),
+        ("http://no-such-host.invalid/".to_string(), "resolve"),
+    ] {
+        let out = run(&["webbench", &url, "-n", "1"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert!(err.contains(expect), "{url}: {err}");
+    }
+    let out = run(&["webbench", "http://127.0.0.1:1/", "--delay", "const:5ms"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--clients"));
+}
+
+#[test]
+fn a_delay_line_under_the_clients_shows_in_the_connect_times() {
+    if !capture::netns::can_run("webbench --delay") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path());
+    let url = format!("http://127.0.0.1:{}/index.html", s.port);
+    let (v, _) = webbench(&[
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "20",
+        "--clients",
+        "4",
+        "--delay",
+        "const:20ms",
+    ]);
+    let connect = v["results"]["connect"]["p50_ms"].as_f64().unwrap();
+    assert!(
+        (connect - 20.0).abs() <= 2.0,
+        "connect p50 {connect} ms: {v}"
+    );
+    // The request and the answer take another round trip.
+    assert!(
+        v["results"]["latency"]["p50_ms"].as_f64().unwrap() >= 40.0,
+        "{v}"
+    );
+    assert_eq!(v["delay_line"]["valid"], true, "{v}");
+    assert_eq!(v["results"]["answered"], 20);
+}

@@ -1,0 +1,605 @@
+//! The load generator: requests to one URL from many client addresses, in
+//! a closed model (C connections, each sending its next request when the
+//! last one is answered) or an open model (requests started at a rate,
+//! constant or Poisson, whether or not earlier ones were answered).
+//!
+//! As wrk does, the work is split over threads, each with an event loop of
+//! its own (a tokio current-thread runtime) and its share of the
+//! connections or of the rate. Requests are numbered across threads; the
+//! k-th goes from client `k mod N`, round-robin, as the paper's generator
+//! spread its requests over its 100 addresses.
+//!
+//! Times: every request records, from the run's start, when its connection
+//! was begun and made, when the request was sent, when the first and last
+//! byte of the answer came and when the connection closed (for a fresh
+//! connection per request: the server's close, seen as end of file, since
+//! an HTTP/1.0-style server closes first). In the open model a request's
+//! latency runs from the time it was *scheduled*, not from when it could
+//! start: a server that falls behind delays the requests queued behind
+//! and that waiting is counted (no coordinated omission).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::time::{timeout, Instant};
+
+use crate::http1::{request, ResponseParser};
+
+/// What to ask for.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The server's address (the URL's host resolved).
+    pub addr: SocketAddr,
+    /// The `Host` header.
+    pub host: String,
+    /// The path with its query.
+    pub path: String,
+}
+
+impl Target {
+    /// Parses an `http://HOST[:PORT][/PATH]` URL and resolves its host.
+    pub fn parse(url: &str) -> Result<Target, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("{url:?}: not a URL ({e})"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(s) => return Err(format!("{url:?}: scheme {s:?} not supported yet (http)")),
+            None => return Err(format!("{url:?}: no scheme (expected http://HOST/PATH)")),
+        }
+        let auth = uri.authority().ok_or_else(|| format!("{url:?}: no host"))?;
+        let port = auth.port_u16().unwrap_or(80);
+        let host = auth.host().trim_start_matches('[').trim_end_matches(']');
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("{url:?}: cannot resolve {host:?}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{url:?}: {host:?} has no address"))?;
+        let path = uri
+            .path_and_query()
+            .map_or("/".to_string(), |p| p.as_str().to_string());
+        Ok(Target {
+            addr,
+            host: auth.as_str().to_string(),
+            path: if path.is_empty() { "/".into() } else { path },
+        })
+    }
+}
+
+/// How requests are started.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Model {
+    /// This many connections, each sending a request when its last one is
+    /// answered.
+    Closed { connections: usize },
+    /// Requests per second, evenly spaced or with exponential gaps.
+    Open { rate: f64, poisson: bool },
+}
+
+/// A run's settings.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub target: Target,
+    pub model: Model,
+    /// Keep connections open between requests (HTTP/1.1); else one
+    /// connection per request, closed by the server.
+    pub keep_alive: bool,
+    /// Stop starting requests after this long.
+    pub duration: Option<Duration>,
+    /// Stop after this many requests.
+    pub requests: Option<u64>,
+    /// Source addresses, used round-robin; none: the system's choice.
+    pub clients: Vec<IpAddr>,
+    /// Event-loop threads.
+    pub threads: usize,
+    /// Longest a connect, or a wait for the answer, may take.
+    pub timeout: Duration,
+    /// Keep every request's record.
+    pub keep_records: bool,
+}
+
+/// Why a request failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The server refused the connection (RST to the SYN).
+    Refused,
+    /// The connection was reset (or broken) after it was made.
+    Reset,
+    /// No connection or no whole answer within the timeout.
+    Timeout,
+    /// The answer broke HTTP's rules, or the connection closed inside it.
+    Protocol,
+    /// A local error (no free port, no route...).
+    Local,
+}
+
+impl ErrorClass {
+    fn of(e: &io::Error) -> ErrorClass {
+        match e.kind() {
+            io::ErrorKind::ConnectionRefused => ErrorClass::Refused,
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => ErrorClass::Reset,
+            io::ErrorKind::TimedOut => ErrorClass::Timeout,
+            io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof => ErrorClass::Protocol,
+            _ => ErrorClass::Local,
+        }
+    }
+}
+
+/// One request's times, in microseconds from the run's start (0: not
+/// reached), and its outcome.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Record {
+    /// Index of the client address.
+    pub client: u32,
+    /// When the open model scheduled it (the closed model: when it began).
+    pub scheduled: u64,
+    pub connect_start: u64,
+    pub connect_done: u64,
+    pub request_sent: u64,
+    pub first_byte: u64,
+    pub last_byte: u64,
+    pub close: u64,
+    /// 0 when no answer came.
+    pub status: u16,
+    pub body_bytes: u64,
+    pub error: Option<ErrorClass>,
+    /// The connection was reused (keep-alive).
+    pub reused: bool,
+}
+
+/// Percentiles of one histogram, in milliseconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Percentiles {
+    fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let ms = |us: u64| us as f64 / 1e3;
+        Percentiles {
+            count: h.len(),
+            mean_ms: h.mean() / 1e3,
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p90_ms: ms(h.value_at_quantile(0.9)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            p999_ms: ms(h.value_at_quantile(0.999)),
+            max_ms: ms(h.max()),
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Results {
+    pub seconds: f64,
+    /// Requests answered with any status.
+    pub answered: u64,
+    /// Of those, with a 2xx or 3xx status.
+    pub ok: u64,
+    pub requests_per_second: f64,
+    /// Connections opened.
+    pub connections: u64,
+    pub body_bytes: u64,
+    /// Failed requests by class.
+    pub errors: BTreeMap<String, u64>,
+    /// Answers by status.
+    pub status: BTreeMap<u16, u64>,
+    /// From the scheduled time (open) or the request's start (closed) to
+    /// the answer's last byte.
+    pub latency: Percentiles,
+    /// Connect start to connect done.
+    pub connect: Percentiles,
+    /// Request sent to first byte.
+    pub first_byte: Percentiles,
+    #[serde(skip)]
+    pub records: Vec<Record>,
+}
+
+/// A thread's share of the counts.
+struct Tally {
+    latency: Histogram<u64>,
+    connect: Histogram<u64>,
+    first_byte: Histogram<u64>,
+    records: Vec<Record>,
+    keep: bool,
+    connections: u64,
+    answered: u64,
+    ok: u64,
+    body_bytes: u64,
+    errors: BTreeMap<ErrorClass, u64>,
+    status: BTreeMap<u16, u64>,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant histogram bounds are valid")
+}
+
+impl Tally {
+    fn new(keep: bool) -> Tally {
+        Tally {
+            latency: histogram(),
+            connect: histogram(),
+            first_byte: histogram(),
+            records: Vec::new(),
+            keep,
+            connections: 0,
+            answered: 0,
+            ok: 0,
+            body_bytes: 0,
+            errors: BTreeMap::new(),
+            status: BTreeMap::new(),
+        }
+    }
+
+    fn add(&mut self, r: &Record) {
+        if r.connect_done > 0 && !r.reused {
+            self.connections += 1;
+            self.connect
+                .saturating_record((r.connect_done - r.connect_start).max(1));
+        }
+        match r.error {
+            Some(e) => *self.errors.entry(e).or_default() += 1,
+            None => {
+                self.answered += 1;
+                *self.status.entry(r.status).or_default() += 1;
+                if (200..400).contains(&r.status) {
+                    self.ok += 1;
+                }
+                self.body_bytes += r.body_bytes;
+                self.latency
+                    .saturating_record((r.last_byte - r.scheduled).max(1));
+                if r.first_byte >= r.request_sent {
+                    self.first_byte
+                        .saturating_record((r.first_byte - r.request_sent).max(1));
+                }
+            }
+        }
+        if self.keep {
+            self.records.push(*r);
+        }
+    }
+
+    fn merge(&mut self, o: Tally) {
+        let _ = self.latency.add(&o.latency);
+        let _ = self.connect.add(&o.connect);
+        let _ = self.first_byte.add(&o.first_byte);
+        self.records.extend(o.records);
+        self.connections += o.connections;
+        self.answered += o.answered;
+        self.ok += o.ok;
+        self.body_bytes += o.body_bytes;
+        for (k, v) in o.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+        for (k, v) in o.status {
+            *self.status.entry(k).or_default() += v;
+        }
+    }
+}
+
+/// What the threads share.
+struct Shared {
+    plan: Plan,
+    request: Vec<u8>,
+    start: Instant,
+    deadline: Option<Instant>,
+    next: AtomicU64,
+    stop: Arc<AtomicBool>,
+}
+
+impl Shared {
+    fn micros(&self, t: Instant) -> u64 {
+        (t.saturating_duration_since(self.start).as_micros() as u64).max(1)
+    }
+
+    fn now(&self) -> u64 {
+        self.micros(Instant::now())
+    }
+
+    /// The next request's number, if the run goes on.
+    fn take(&self) -> Option<u64> {
+        if self.stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        match self.plan.requests {
+            Some(max) if k >= max => None,
+            _ => Some(k),
+        }
+    }
+
+    fn client(&self, k: u64) -> (u32, Option<IpAddr>) {
+        let n = self.plan.clients.len() as u64;
+        if n == 0 {
+            return (0, None);
+        }
+        let i = (k % n) as u32;
+        (i, Some(self.plan.clients[i as usize]))
+    }
+}
+
+/// Opens a connection from `from` (a source address, port chosen at
+/// connect time so that each client address has the whole port range
+/// towards the server).
+async fn connect(to: SocketAddr, from: Option<IpAddr>) -> io::Result<TcpStream> {
+    let domain = socket2::Domain::for_address(to);
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    s.set_nonblocking(true)?;
+    s.set_nodelay(true)?;
+    if let Some(a) = from {
+        // Without it, bind picks the port before it knows the server, and
+        // one client address runs out of ports at 28,000 connections.
+        capture::sockopt::bind_address_no_port(std::os::fd::AsFd::as_fd(&s))?;
+        s.bind(&SocketAddr::new(a, 0).into())?;
+    }
+    let socket = TcpSocket::from_std_stream(std::net::TcpStream::from(s));
+    socket.connect(to).await
+}
+
+/// One request on `conn` (or a new connection); the connection back if it
+/// may be used again.
+async fn exchange(
+    sh: &Shared,
+    k: u64,
+    scheduled: u64,
+    conn: Option<TcpStream>,
+    buf: &mut [u8],
+    tally: &RefCell<Tally>,
+) -> Option<TcpStream> {
+    let (client, from) = sh.client(k);
+    let mut r = Record {
+        client,
+        scheduled,
+        reused: conn.is_some(),
+        ..Record::default()
+    };
+    let mut stream = match conn {
+        Some(c) => c,
+        None => {
+            r.connect_start = sh.now();
+            match timeout(sh.plan.timeout, connect(sh.plan.target.addr, from)).await {
+                Ok(Ok(s)) => {
+                    r.connect_done = sh.now();
+                    s
+                }
+                Ok(Err(e)) => {
+                    r.error = Some(ErrorClass::of(&e));
+                    tally.borrow_mut().add(&r);
+                    return None;
+                }
+                Err(_) => {
+                    r.error = Some(ErrorClass::Timeout);
+                    tally.borrow_mut().add(&r);
+                    return None;
+                }
+            }
+        }
+    };
+    let result = timeout(sh.plan.timeout, answer(sh, &mut stream, &mut r, buf)).await;
+    let keep = match result {
+        Ok(Ok(keep)) => keep,
+        Ok(Err(e)) => {
+            r.error = Some(ErrorClass::of(&e));
+            false
+        }
+        Err(_) => {
+            r.error = Some(ErrorClass::Timeout);
+            false
+        }
+    };
+    if !keep {
+        r.close = r.close.max(sh.now());
+    }
+    tally.borrow_mut().add(&r);
+    keep.then_some(stream)
+}
+
+/// Sends the request and reads the answer; whether the connection may
+/// carry another request.
+async fn answer(
+    sh: &Shared,
+    s: &mut TcpStream,
+    r: &mut Record,
+    buf: &mut [u8],
+) -> io::Result<bool> {
+    s.write_all(&sh.request).await?;
+    r.request_sent = sh.now();
+    let mut p = ResponseParser::new(false);
+    loop {
+        let n = s.read(buf).await?;
+        let now = sh.now();
+        if n == 0 {
+            let resp = p
+                .finish_at_close()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            r.last_byte = now;
+            r.close = now;
+            r.status = resp.status;
+            r.body_bytes = resp.body_len;
+            return Ok(false);
+        }
+        if r.first_byte == 0 {
+            r.first_byte = now;
+        }
+        let fed = p
+            .feed(&buf[..n])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        if fed.done {
+            r.last_byte = now;
+            let resp = p.response();
+            r.status = resp.status;
+            r.body_bytes = resp.body_len;
+            if sh.plan.keep_alive && !resp.closes {
+                return Ok(true);
+            }
+            // The server closes: wait for its FIN (end of file), so that
+            // the close is its, as the paper's HTTP/1.0 server's was.
+            loop {
+                match s.read(buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            r.close = sh.now();
+            return Ok(false);
+        }
+    }
+}
+
+/// One thread's part of a closed-model run: `conns` connection loops.
+async fn closed(sh: Arc<Shared>, conns: usize, tally: Rc<RefCell<Tally>>) {
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let (sh, tally) = (Arc::clone(&sh), Rc::clone(&tally));
+        tasks.push(tokio::task::spawn_local(async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut conn = None;
+            while let Some(k) = sh.take() {
+                let now = sh.now();
+                conn = exchange(&sh, k, now, conn.take(), &mut buf, &tally).await;
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// One thread's part of an open-model run: `rate` requests a second.
+async fn open(sh: Arc<Shared>, rate: f64, poisson: bool, seed: u64, tally: Rc<RefCell<Tally>>) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let idle: Rc<RefCell<Vec<TcpStream>>> = Rc::new(RefCell::new(Vec::new()));
+    let mut at = sh.start;
+    let mut tasks = Vec::new();
+    while let Some(k) = sh.take() {
+        let gap = if poisson {
+            -(1.0 - rng.gen::<f64>()).ln() / rate
+        } else {
+            1.0 / rate
+        };
+        tokio::time::sleep_until(at).await;
+        let scheduled = sh.micros(at);
+        at += Duration::from_secs_f64(gap);
+        let (sh, tally, idle) = (Arc::clone(&sh), Rc::clone(&tally), Rc::clone(&idle));
+        tasks.push(tokio::task::spawn_local(async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            let conn = if sh.plan.keep_alive {
+                idle.borrow_mut().pop()
+            } else {
+                None
+            };
+            if let Some(c) = exchange(&sh, k, scheduled, conn, &mut buf, &tally).await {
+                idle.borrow_mut().push(c);
+            }
+        }));
+        tasks.retain(|t| !t.is_finished());
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// Runs `plan` until its duration or request count is reached, or `stop`
+/// is set.
+pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
+    let threads = plan.threads.max(1);
+    let start = Instant::now();
+    let shared = Shared {
+        request: request("GET", &plan.target.host, &plan.target.path, plan.keep_alive),
+        plan: plan.clone(),
+        start,
+        deadline: plan.duration.map(|d| start + d),
+        next: AtomicU64::new(0),
+        stop,
+    };
+    let shared = Arc::new(shared);
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let sh = Arc::clone(&shared);
+        let share = move |total: usize| total / threads + usize::from(t < total % threads);
+        let model = plan.model;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("webbench-{t}"))
+                .spawn(move || -> io::Result<Tally> {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    let local = tokio::task::LocalSet::new();
+                    let tally = Rc::new(RefCell::new(Tally::new(sh.plan.keep_records)));
+                    local.block_on(&rt, async {
+                        match model {
+                            Model::Closed { connections } => {
+                                closed(sh, share(connections), Rc::clone(&tally)).await
+                            }
+                            Model::Open { rate, poisson } => {
+                                open(
+                                    sh,
+                                    rate / threads as f64,
+                                    poisson,
+                                    t as u64 + 1,
+                                    Rc::clone(&tally),
+                                )
+                                .await
+                            }
+                        }
+                    });
+                    Ok(Rc::try_unwrap(tally)
+                        .map_or_else(|_| Tally::new(false), RefCell::into_inner))
+                })?,
+        );
+    }
+    let mut total = Tally::new(plan.keep_records);
+    for h in handles {
+        match h.join() {
+            Ok(Ok(t)) => total.merge(t),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(io::Error::other("a load thread panicked")),
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let mut records = std::mem::take(&mut total.records);
+    records.sort_by_key(|r| r.scheduled);
+    Ok(Results {
+        seconds,
+        answered: total.answered,
+        ok: total.ok,
+        requests_per_second: total.answered as f64 / seconds,
+        connections: total.connections,
+        body_bytes: total.body_bytes,
+        errors: total
+            .errors
+            .iter()
+            .map(|(k, v)| (format!("{k:?}").to_lowercase(), *v))
+            .collect(),
+        status: total.status.clone(),
+        latency: Percentiles::of(&total.latency),
+        connect: Percentiles::of(&total.connect),
+        first_byte: Percentiles::of(&total.first_byte),
+        records,
+    })
+}
