@@ -3,6 +3,8 @@
 //! 3) and as netem would, on a kernel that has neither.
 //!
 //! - [`clients`]: client address lists (`100`, ranges, addresses).
+//! - [`handshake`]: round trips from a capture at a server (SYN-ACK to
+//!   ACK), written as a CDF file.
 //! - [`profile`]: the distribution of round trips (`none`, `const:48ms`,
 //!   `lognormal:median=48ms,sigma=1`, a CDF file) and the quantile each of
 //!   N clients gets.
@@ -18,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clients;
+pub mod handshake;
 pub mod line;
 pub mod profile;
 pub mod rules;

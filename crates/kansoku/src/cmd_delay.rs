@@ -11,13 +11,15 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use delay::clients::parse_clients;
+use delay::handshake::{cdf_text, ServerFilter, Tracker};
 use delay::profile::{fmt_ms, parse_duration};
 use delay::schedule::parse_rate;
 use delay::{DelayConfig, DelayReport, Profile, Running, Shaping};
-use pipeline::{Error, Report};
+use pipeline::{display_path, Consumer, Control, Error, Flow, Report, TraceSource};
 use serde::Serialize;
+use trace::Record;
 
-use crate::args::DelayArgs;
+use crate::args::{DelayArgs, DelayProfileArgs, DelayRunArgs, DelayTool};
 use crate::signals;
 
 #[derive(Serialize)]
@@ -35,6 +37,69 @@ struct Output<'a> {
 }
 
 pub fn run(args: &DelayArgs) -> pipeline::Result<Report> {
+    match &args.tool {
+        Some(DelayTool::Profile(a)) => profile_from_pcap(a),
+        None => delay(&args.run),
+    }
+}
+
+/// Gives each packet of a trace to the handshake tracker.
+struct Handshakes(Tracker);
+
+impl Consumer<TraceSource> for Handshakes {
+    fn consume(&mut self, rec: Record<'_>) -> pipeline::Result<Flow> {
+        if let Record::Packet(p) = rec {
+            self.0.frame(p.link_type, p.ts_nanos(), p.data);
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+fn profile_from_pcap(args: &DelayProfileArgs) -> pipeline::Result<Report> {
+    let server = args
+        .server
+        .as_deref()
+        .map(ServerFilter::parse)
+        .transpose()
+        .map_err(|e| Error::usage(format!("--server: {e}")))?
+        .unwrap_or_default();
+    let mut source = TraceSource::open(&args.from_pcap)?;
+    let mut h = Handshakes(Tracker::new(server));
+    let report = pipeline::run(&mut source, &mut h, Control::new(signals::stop_flag()));
+    let rtts: Vec<Duration> = h.0.rtts().iter().map(|r| r.1).collect();
+    let Some(text) = cdf_text(&rtts, &display_path(&args.from_pcap)) else {
+        return Err(Error::input(format!(
+            "{}: no TCP handshakes (a SYN-ACK, then the ACK that completes it) in {} TCP segments",
+            display_path(&args.from_pcap),
+            h.0.segments
+        )));
+    };
+    let written = match &args.output {
+        Some(path) => {
+            std::fs::write(path, &text).map_err(|e| Error::output(display_path(path), &e))
+        }
+        None => io::stdout()
+            .lock()
+            .write_all(text.as_bytes())
+            .map_err(|e| Error::output("standard output", &e)),
+    };
+    let mut report = report;
+    if let Err(e) = written {
+        report.failed(e);
+    }
+    eprintln!(
+        "kansoku: {} handshakes{}",
+        rtts.len(),
+        if h.0.dropped > 0 {
+            format!(", {} half-open ones given up for want of room", h.0.dropped)
+        } else {
+            String::new()
+        }
+    );
+    Ok(report)
+}
+
+fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
     let profile = Profile::parse(&args.profile).map_err(|e| Error::input(e.to_string()))?;
     let clients =
         parse_clients(&args.clients).map_err(|e| Error::usage(format!("--clients: {e}")))?;
@@ -150,7 +215,7 @@ fn wait(mut child: Option<&mut Child>, duration: Option<Duration>) -> Option<i32
 fn print(
     w: &mut dyn Write,
     out: &Output<'_>,
-    args: &DelayArgs,
+    args: &DelayRunArgs,
     profile: &Profile,
 ) -> io::Result<()> {
     if args.json {

@@ -400,3 +400,141 @@ fn bad_profiles_and_flags_are_usage_errors() {
         assert!(err.contains(&expect), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_capture_at_the_server_gives_back_the_profiles_round_trip() {
+    if !can_run("kansoku delay") {
+        return;
+    }
+    let ns = Namespace::create("kdl").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let _srv = server(&ns, dir.path(), false);
+    let cap = dir.path().join("server.pcap");
+    // The tap on loopback sits between the two halves of the delay: it
+    // sees the SYN-ACK leave and the ACK arrive at the server's times.
+    // kansoku's own capture takes it (tcpdump 4.99's libpcap here counts
+    // the reinjected packets "received by filter" but hands over none).
+    let mut tap = Guard(
+        kansoku_in(
+            &ns,
+            &["capture", "-i", "lo", "-w", p(&cap), "--compress", "none"],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    // Ready once it says it listens.
+    let mut err = std::io::BufReader::new(tap.0.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening on") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0,
+            "the capture ended"
+        );
+    }
+    let curls = format!(
+        "for i in $(seq 2 9); do curl -s -o /dev/null --interface 127.0.0.$i http://127.0.0.1:{PORT}/index.html || exit 1; done"
+    );
+    let out = output(kansoku_in(
+        &ns,
+        &[
+            "delay",
+            "--clients",
+            "8",
+            "--profile",
+            "const:30ms",
+            "--",
+            "sh",
+            "-c",
+            &curls,
+        ],
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill")
+        .args(["-INT", &tap.0.id().to_string()])
+        .status();
+    let _ = tap.0.wait();
+    let mut stats = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut stats);
+    let size = std::fs::metadata(&cap).map_or(0, |m| m.len());
+    let cdf = dir.path().join("rtt.cdf");
+    let out = run(&[
+        "delay",
+        "profile",
+        "--from-pcap",
+        p(&cap),
+        "--server",
+        &format!("127.0.0.1:{PORT}"),
+        "-o",
+        p(&cdf),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}; capture: {stats}; {size} bytes",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&cdf).unwrap();
+    let points: Vec<(f64, f64)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let mut f = l.split_whitespace().map(|x| x.parse::<f64>().unwrap());
+            (f.next().unwrap(), f.next().unwrap())
+        })
+        .collect();
+    assert_eq!(points.len(), 8, "{text}");
+    assert_eq!(points[7].1, 1.0);
+    // Never less than the round trip; a late release on a busy machine
+    // may add to one, not to the middle of them.
+    assert!(points.iter().all(|(rtt, _)| *rtt >= 29.9), "{text}");
+    assert!(
+        (points[3].0 - 30.0).abs() < 1.0,
+        "median {}: {text}",
+        points[3].0
+    );
+    // And the file is a profile kansoku takes.
+    let out = output(kansoku_in(
+        &ns,
+        &[
+            "delay",
+            "--profile",
+            &format!("cdf:{}", p(&cdf)),
+            "--clients",
+            "1",
+            "--duration",
+            "0",
+        ],
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_capture_without_handshakes_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let udp = dir.path().join("udp.pcap");
+    run_ok(&["synth", "-c", "50", "--proto", "udp", "-w", p(&udp)]);
+    let out = run(&["delay", "profile", "--from-pcap", p(&udp)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no TCP handshakes"), "{err}");
+    // A real capture with HTTP over loopback has them.
+    let out = run_ok(&[
+        "delay",
+        "profile",
+        "--from-pcap",
+        p(&data("lo-http-icmp.pcap")),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.ends_with(" 1")));
+}
