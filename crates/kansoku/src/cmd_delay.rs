@@ -10,10 +10,8 @@ use std::process::{Child, Command};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use delay::clients::parse_clients;
 use delay::handshake::{cdf_text, ServerFilter, Tracker};
-use delay::profile::{fmt_ms, parse_duration};
-use delay::schedule::parse_rate;
+use delay::profile::fmt_ms;
 use delay::{DelayConfig, DelayReport, Profile, Running, Shaping};
 use pipeline::{display_path, Consumer, Control, Error, Flow, Report, TraceSource};
 use serde::Serialize;
@@ -101,33 +99,12 @@ fn profile_from_pcap(args: &DelayProfileArgs) -> pipeline::Result<Report> {
 
 fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
     let profile = Profile::parse(&args.profile).map_err(|e| Error::input(e.to_string()))?;
-    let clients =
-        parse_clients(&args.clients).map_err(|e| Error::usage(format!("--clients: {e}")))?;
+    let clients = &args.clients.0;
     let rtts: Vec<(IpAddr, Duration)> = clients
         .iter()
         .copied()
         .zip(profile.quantiles(clients.len()))
         .collect();
-    if !(0.0..=1.0).contains(&args.loss) {
-        return Err(Error::usage(format!(
-            "--loss {}: a fraction from 0 to 1",
-            args.loss
-        )));
-    }
-    let rate_bps = args
-        .rate
-        .as_deref()
-        .map(parse_rate)
-        .transpose()
-        .map_err(|e| Error::usage(format!("--rate: {e}")))?;
-    let late_after =
-        parse_duration(&args.late_after).map_err(|e| Error::usage(format!("--late-after: {e}")))?;
-    let duration = args
-        .duration
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .map_err(|e| Error::usage(format!("--duration: {e}")))?;
     let cfg = DelayConfig {
         clients: rtts.clone(),
         server: args.server,
@@ -135,10 +112,10 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         fail_open: args.fail_open,
         shaping: Shaping {
             loss: args.loss,
-            rate_bps,
+            rate_bps: args.rate,
             seed: 1,
         },
-        late_after,
+        late_after: args.late_after,
     };
     let line = Running::spawn(&cfg).map_err(|e| Error::input(e.to_string()))?;
     let mut child = match args.command.split_first() {
@@ -151,7 +128,7 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         },
         None => None,
     };
-    let status = wait(child.as_mut(), duration);
+    let status = wait(child.as_mut(), args.duration);
     let delay = line.stop();
 
     let mut report = Report {
@@ -249,7 +226,7 @@ fn print(
         d.received,
         d.held,
         d.late,
-        args.late_after,
+        fmt_ms(args.late_after),
         d.lateness.p50_us,
         d.lateness.p99_us,
         d.lateness.max_us,

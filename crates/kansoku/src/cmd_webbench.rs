@@ -11,8 +11,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delay::clients::parse_clients;
-use delay::profile::parse_duration;
 use delay::{DelayConfig, DelayReport, Profile, Running};
 use pipeline::{display_path, Error, Report};
 use serde::Serialize;
@@ -33,10 +31,6 @@ struct Output<'a> {
     delay_line: Option<&'a DelayReport>,
 }
 
-fn duration_flag(flag: &str, v: &str) -> pipeline::Result<Duration> {
-    parse_duration(v).map_err(|e| Error::usage(format!("{flag}: {e}")))
-}
-
 pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
     let target = Target::parse(&args.url).map_err(Error::input)?;
     let model = match (args.rate, args.connections) {
@@ -53,16 +47,13 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
             connections: c.unwrap_or(10) as usize,
         },
     };
-    let duration = match (&args.duration, args.requests) {
-        (Some(d), _) => Some(duration_flag("--duration", d)?),
+    let duration = match (args.duration, args.requests) {
+        (Some(d), _) => Some(d),
         (None, Some(_)) => None,
         (None, None) => Some(Duration::from_secs(10)),
     };
-    let timeout = duration_flag("--timeout", &args.timeout)?;
-    let clients: Vec<IpAddr> = match &args.clients {
-        Some(c) => parse_clients(c).map_err(|e| Error::usage(format!("--clients: {e}")))?,
-        None => Vec::new(),
-    };
+    let timeout = args.timeout;
+    let clients: Vec<IpAddr> = args.clients.as_ref().map_or_else(Vec::new, |c| c.0.clone());
     let profile = args
         .delay
         .as_deref()

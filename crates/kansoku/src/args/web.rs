@@ -1,6 +1,8 @@
 //! `kansoku delay`: per-client network delay on real packets.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
@@ -36,8 +38,8 @@ pub struct DelayProfileArgs {
 #[derive(Debug, Args)]
 pub struct DelayRunArgs {
     /// Client addresses: a count (that many from 127.0.0.2), a range A-B, addresses, or a mix, comma-separated.
-    #[arg(long, value_name = "LIST", default_value = "1")]
-    pub clients: String,
+    #[arg(long, value_name = "LIST", default_value = "1", value_parser = clients)]
+    pub clients: Clients,
     /// Round-trip times: none, const:48ms, lognormal:median=48ms,sigma=1, or cdf:FILE (RTT_MS FRACTION lines);
     /// client i of N gets the quantile at (i + 1/2) / N. Half of it is put on each direction.
     #[arg(long, value_name = "PROFILE", default_value = "none")]
@@ -52,17 +54,18 @@ pub struct DelayRunArgs {
     #[arg(long)]
     pub fail_open: bool,
     /// Drop this fraction of packets, each direction (0 to 1).
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = fraction)]
     pub loss: f64,
     /// Each client's link rate, each direction (e.g. 10mbit, 512kbit, 1gbit).
     #[arg(long, value_name = "RATE")]
-    pub rate: Option<String>,
+    #[arg(value_parser = delay::schedule::parse_rate)]
+    pub rate: Option<u64>,
     /// A packet released later than this after its due time counts as late.
-    #[arg(long, value_name = "DURATION", default_value = "1ms")]
-    pub late_after: String,
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = delay::profile::parse_duration)]
+    pub late_after: Duration,
     /// Stop after this long (e.g. 30s); by default run until COMMAND ends, or until SIGINT/SIGTERM.
-    #[arg(long, value_name = "DURATION")]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = delay::profile::parse_duration)]
+    pub duration: Option<Duration>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -89,8 +92,8 @@ pub struct WebbenchArgs {
     #[arg(long, requires = "rate")]
     pub poisson: bool,
     /// Stop starting requests after this long (default 10s unless --requests).
-    #[arg(short = 'd', long, value_name = "DURATION")]
-    pub duration: Option<String>,
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = delay::profile::parse_duration)]
+    pub duration: Option<Duration>,
     /// Stop after this many requests.
     #[arg(short = 'n', long, value_name = "N")]
     pub requests: Option<u64>,
@@ -98,8 +101,8 @@ pub struct WebbenchArgs {
     #[arg(long)]
     pub keep_alive: bool,
     /// Client source addresses, used round-robin: a count (that many from 127.0.0.2), a range A-B, or a list.
-    #[arg(long, value_name = "LIST")]
-    pub clients: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = clients)]
+    pub clients: Option<Clients>,
     /// Give each client its own round trip on real packets (a delay line, root): const:48ms,
     /// lognormal:median=48ms,sigma=1, cdf:FILE. Client i of N gets the (i + 1/2) / N quantile.
     #[arg(long, value_name = "PROFILE")]
@@ -111,12 +114,28 @@ pub struct WebbenchArgs {
     #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
     pub threads: Option<u64>,
     /// Longest a connect, or a wait for an answer, may take.
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub timeout: String,
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = delay::profile::parse_duration)]
+    pub timeout: Duration,
     /// Write every request's times (microseconds from the start) to this CSV file.
     #[arg(long, value_name = "FILE")]
     pub records: Option<std::path::PathBuf>,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A fraction from 0 to 1.
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: a fraction from 0 to 1")),
+    }
+}
+
+/// Client addresses, as `delay::clients::parse_clients` reads them.
+#[derive(Clone, Debug)]
+pub struct Clients(pub Vec<IpAddr>);
+
+fn clients(s: &str) -> Result<Clients, String> {
+    delay::clients::parse_clients(s).map(Clients)
 }
