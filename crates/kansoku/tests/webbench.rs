@@ -206,3 +206,30 @@ fn a_delay_line_under_the_clients_shows_in_the_connect_times() {
     assert_eq!(v["delay_line"]["valid"], true, "{v}");
     assert_eq!(v["results"]["answered"], 20);
 }
+
+#[test]
+fn a_server_that_never_answers_times_out_each_request_in_bounded_time() {
+    // Connections queue in the listener's backlog and are never answered.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/", silent.local_addr().unwrap().port());
+    let start = std::time::Instant::now();
+    let (v, _) = webbench(&[
+        &url,
+        "-c",
+        "2",
+        "-n",
+        "4",
+        "-t",
+        "1",
+        "--timeout",
+        "200ms",
+        "--keep-alive",
+    ]);
+    let took = start.elapsed();
+    assert_eq!(v["results"]["errors"]["timeout"], 4, "{v}");
+    assert_eq!(v["results"]["answered"], 0);
+    // Two rounds of two requests, each cut between 200 and 250 ms (the
+    // watchdog looks every quarter of the timeout), plus start-up.
+    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+    drop(silent);
+}

@@ -148,11 +148,34 @@ impl ResponseParser {
         loop {
             match self.state {
                 State::Done => break,
+                State::Head if self.head.is_empty() => {
+                    // The usual case: the whole head in one read, parsed
+                    // where it lies, nothing copied.
+                    match self.parse_head(input)? {
+                        Some(head_len) => {
+                            used += head_len;
+                            input = &input[head_len..];
+                        }
+                        None => {
+                            let take = input.len().min(MAX_HEAD + 4);
+                            self.head.extend_from_slice(&input[..take]);
+                            if self.head.len() > MAX_HEAD {
+                                return Err(ResponseError::HeadTooLong);
+                            }
+                            used += take;
+                            break;
+                        }
+                    }
+                }
                 State::Head => {
+                    // A head split over reads: gathered, parsed again.
                     let before = self.head.len();
                     let take = input.len().min(MAX_HEAD + 4 - before.min(MAX_HEAD + 4));
                     self.head.extend_from_slice(&input[..take]);
-                    match self.parse_head()? {
+                    let head = std::mem::take(&mut self.head);
+                    let parsed = self.parse_head(&head);
+                    self.head = head;
+                    match parsed? {
                         Some(head_len) => {
                             let consumed = head_len - before;
                             used += consumed;
@@ -200,11 +223,11 @@ impl ResponseParser {
         }
     }
 
-    /// Tries the head in `self.head`: its length when complete.
-    fn parse_head(&mut self) -> Result<Option<usize>, ResponseError> {
+    /// Tries the head at the start of `buf`: its length when complete.
+    fn parse_head(&mut self, buf: &[u8]) -> Result<Option<usize>, ResponseError> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut r = httparse::Response::new(&mut headers);
-        let len = match r.parse(&self.head) {
+        let len = match r.parse(buf) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => return Err(ResponseError::Head(e.to_string())),
@@ -578,6 +601,34 @@ mod tests {
             let mut f = r.to_vec();
             f[i] ^= 0x20;
             fuzz_check(&f);
+        }
+    }
+
+    #[test]
+    fn random_mutations_agree_whole_and_byte_by_byte() {
+        use rand::{Rng, SeedableRng};
+        let seeds: [&[u8]; 3] = [
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+        ];
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for _ in 0..5000 {
+            let mut v = seeds[rng.gen_range(0..seeds.len())].to_vec();
+            for _ in 0..rng.gen_range(1..4) {
+                if v.is_empty() {
+                    break;
+                }
+                let i = rng.gen_range(0..v.len());
+                match rng.gen_range(0..3) {
+                    0 => v[i] = rng.gen(),
+                    1 => {
+                        v.remove(i);
+                    }
+                    _ => v.insert(i, b"\r\n:0aZ; "[rng.gen_range(0..8)]),
+                }
+            }
+            fuzz_check(&v);
         }
     }
 

@@ -18,11 +18,11 @@
 //! start: a server that falls behind delays the requests queued behind
 //! and that waiting is counted (no coordinated omission).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +31,6 @@ use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::{timeout, Instant};
 
@@ -305,6 +304,8 @@ impl Tally {
 struct Shared {
     plan: Plan,
     request: Vec<u8>,
+    /// The timeout in microseconds.
+    timeout_us: u64,
     start: Instant,
     deadline: Option<Instant>,
     next: AtomicU64,
@@ -360,16 +361,53 @@ async fn connect(to: SocketAddr, from: Option<IpAddr>) -> io::Result<TcpStream> 
     socket.connect(to).await
 }
 
+/// A connection, and what the thread's watchdog knows of it.
+struct Conn {
+    stream: TcpStream,
+    /// When the request in flight must have its answer (microseconds from
+    /// the start; 0 when none is in flight).
+    deadline: Cell<u64>,
+    /// The watchdog shut the connection down: the request timed out.
+    expired: Cell<bool>,
+}
+
+/// A thread's connections, for its watchdog.
+type Watched = Rc<RefCell<Vec<Weak<Conn>>>>;
+
+/// Times requests out without a timer per request (wrk sets none either):
+/// every quarter of the timeout it shuts down the connections whose
+/// request is overdue, which ends their pending read. A request's timeout
+/// is thus between 1 and 1.25 times the one asked.
+async fn watchdog(sh: Arc<Shared>, watched: Watched) {
+    let tick = (sh.plan.timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = sh.now();
+        watched.borrow_mut().retain(|w| {
+            let Some(c) = w.upgrade() else {
+                return false;
+            };
+            let d = c.deadline.get();
+            if d != 0 && now > d && !c.expired.get() {
+                c.expired.set(true);
+                let _ = socket2::SockRef::from(&c.stream).shutdown(std::net::Shutdown::Both);
+            }
+            true
+        });
+    }
+}
+
 /// One request on `conn` (or a new connection); the connection back if it
 /// may be used again.
 async fn exchange(
     sh: &Shared,
     k: u64,
     scheduled: u64,
-    conn: Option<TcpStream>,
+    conn: Option<Rc<Conn>>,
     buf: &mut [u8],
     tally: &RefCell<Tally>,
-) -> Option<TcpStream> {
+    watched: &Watched,
+) -> Option<Rc<Conn>> {
     let (client, from) = sh.client(k);
     let mut r = Record {
         client,
@@ -377,61 +415,91 @@ async fn exchange(
         reused: conn.is_some(),
         ..Record::default()
     };
-    let mut stream = match conn {
+    let conn = match conn {
         Some(c) => c,
         None => {
             r.connect_start = sh.now();
-            match timeout(sh.plan.timeout, connect(sh.plan.target.addr, from)).await {
-                Ok(Ok(s)) => {
+            let made = match timeout(sh.plan.timeout, connect(sh.plan.target.addr, from)).await {
+                Ok(made) => made,
+                Err(_) => Err(io::ErrorKind::TimedOut.into()),
+            };
+            match made {
+                Ok(stream) => {
                     r.connect_done = sh.now();
-                    s
+                    let c = Rc::new(Conn {
+                        stream,
+                        deadline: Cell::new(0),
+                        expired: Cell::new(false),
+                    });
+                    watched.borrow_mut().push(Rc::downgrade(&c));
+                    c
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     r.error = Some(ErrorClass::of(&e));
-                    tally.borrow_mut().add(&r);
-                    return None;
-                }
-                Err(_) => {
-                    r.error = Some(ErrorClass::Timeout);
                     tally.borrow_mut().add(&r);
                     return None;
                 }
             }
         }
     };
-    let result = timeout(sh.plan.timeout, answer(sh, &mut stream, &mut r, buf)).await;
-    let keep = match result {
-        Ok(Ok(keep)) => keep,
-        Ok(Err(e)) => {
-            r.error = Some(ErrorClass::of(&e));
-            false
-        }
-        Err(_) => {
+    conn.deadline.set(sh.now() + sh.timeout_us);
+    let keep = match answer(sh, &conn, &mut r, buf).await {
+        Ok(keep) => keep,
+        Err(_) if conn.expired.get() => {
             r.error = Some(ErrorClass::Timeout);
             false
         }
+        Err(e) => {
+            r.error = Some(ErrorClass::of(&e));
+            false
+        }
     };
+    conn.deadline.set(0);
     if !keep {
         r.close = r.close.max(sh.now());
     }
     tally.borrow_mut().add(&r);
-    keep.then_some(stream)
+    keep.then_some(conn)
+}
+
+/// Reads what has come, waiting for it if nothing has.
+async fn read_some(s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        s.readable().await?;
+        match s.try_read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Writes all of `bytes`.
+async fn write_all(s: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        s.writable().await?;
+        match s.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Sends the request and reads the answer; whether the connection may
-/// carry another request.
-async fn answer(
-    sh: &Shared,
-    s: &mut TcpStream,
-    r: &mut Record,
-    buf: &mut [u8],
-) -> io::Result<bool> {
-    s.write_all(&sh.request).await?;
+/// carry another request. A read cut short by the watchdog is an error.
+async fn answer(sh: &Shared, c: &Conn, r: &mut Record, buf: &mut [u8]) -> io::Result<bool> {
+    let s = &c.stream;
+    let overdue = || io::Error::from(io::ErrorKind::TimedOut);
+    write_all(s, &sh.request).await?;
     r.request_sent = sh.now();
     let mut p = ResponseParser::new(false);
     loop {
-        let n = s.read(buf).await?;
+        let n = read_some(s, buf).await?;
         let now = sh.now();
+        if c.expired.get() {
+            return Err(overdue());
+        }
         if n == 0 {
             let resp = p
                 .finish_at_close()
@@ -454,16 +522,21 @@ async fn answer(
             r.status = resp.status;
             r.body_bytes = resp.body_len;
             if sh.plan.keep_alive && !resp.closes {
+                if n < buf.len() {
+                    // The socket is empty (no answer comes before the next
+                    // request): forget its stale readiness now, so the
+                    // next wait does not begin with a read that finds
+                    // nothing, one system call a request (wrk makes none).
+                    // The kernel signals anything that arrives later anew.
+                    let _ = s.try_io(tokio::io::Interest::READABLE, || {
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                }
                 return Ok(true);
             }
             // The server closes: wait for its FIN (end of file), so that
             // the close is its, as the paper's HTTP/1.0 server's was.
-            loop {
-                match s.read(buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-            }
+            while matches!(read_some(s, buf).await, Ok(n) if n > 0) {}
             r.close = sh.now();
             return Ok(false);
         }
@@ -472,27 +545,32 @@ async fn answer(
 
 /// One thread's part of a closed-model run: `conns` connection loops.
 async fn closed(sh: Arc<Shared>, conns: usize, tally: Rc<RefCell<Tally>>) {
+    let watched: Watched = Rc::default();
+    let dog = tokio::task::spawn_local(watchdog(Arc::clone(&sh), Rc::clone(&watched)));
     let mut tasks = Vec::new();
     for _ in 0..conns {
-        let (sh, tally) = (Arc::clone(&sh), Rc::clone(&tally));
+        let (sh, tally, watched) = (Arc::clone(&sh), Rc::clone(&tally), Rc::clone(&watched));
         tasks.push(tokio::task::spawn_local(async move {
             let mut buf = vec![0u8; 64 * 1024];
             let mut conn = None;
             while let Some(k) = sh.take() {
                 let now = sh.now();
-                conn = exchange(&sh, k, now, conn.take(), &mut buf, &tally).await;
+                conn = exchange(&sh, k, now, conn.take(), &mut buf, &tally, &watched).await;
             }
         }));
     }
     for t in tasks {
         let _ = t.await;
     }
+    dog.abort();
 }
 
 /// One thread's part of an open-model run: `rate` requests a second.
 async fn open(sh: Arc<Shared>, rate: f64, poisson: bool, seed: u64, tally: Rc<RefCell<Tally>>) {
+    let watched: Watched = Rc::default();
+    let dog = tokio::task::spawn_local(watchdog(Arc::clone(&sh), Rc::clone(&watched)));
     let mut rng = SmallRng::seed_from_u64(seed);
-    let idle: Rc<RefCell<Vec<TcpStream>>> = Rc::new(RefCell::new(Vec::new()));
+    let idle: Rc<RefCell<Vec<Rc<Conn>>>> = Rc::default();
     let mut at = sh.start;
     let mut tasks = Vec::new();
     while let Some(k) = sh.take() {
@@ -504,7 +582,12 @@ async fn open(sh: Arc<Shared>, rate: f64, poisson: bool, seed: u64, tally: Rc<Re
         tokio::time::sleep_until(at).await;
         let scheduled = sh.micros(at);
         at += Duration::from_secs_f64(gap);
-        let (sh, tally, idle) = (Arc::clone(&sh), Rc::clone(&tally), Rc::clone(&idle));
+        let (sh, tally, idle, watched) = (
+            Arc::clone(&sh),
+            Rc::clone(&tally),
+            Rc::clone(&idle),
+            Rc::clone(&watched),
+        );
         tasks.push(tokio::task::spawn_local(async move {
             let mut buf = vec![0u8; 64 * 1024];
             let conn = if sh.plan.keep_alive {
@@ -512,7 +595,7 @@ async fn open(sh: Arc<Shared>, rate: f64, poisson: bool, seed: u64, tally: Rc<Re
             } else {
                 None
             };
-            if let Some(c) = exchange(&sh, k, scheduled, conn, &mut buf, &tally).await {
+            if let Some(c) = exchange(&sh, k, scheduled, conn, &mut buf, &tally, &watched).await {
                 idle.borrow_mut().push(c);
             }
         }));
@@ -521,6 +604,7 @@ async fn open(sh: Arc<Shared>, rate: f64, poisson: bool, seed: u64, tally: Rc<Re
     for t in tasks {
         let _ = t.await;
     }
+    dog.abort();
 }
 
 /// Runs `plan` until its duration or request count is reached, or `stop`
@@ -530,6 +614,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
     let start = Instant::now();
     let shared = Shared {
         request: request("GET", &plan.target.host, &plan.target.path, plan.keep_alive),
+        timeout_us: plan.timeout.as_micros() as u64,
         plan: plan.clone(),
         start,
         deadline: plan.duration.map(|d| start + d),
