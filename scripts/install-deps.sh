@@ -25,6 +25,8 @@ command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 # its tests serve HTTPS with a certificate openssl makes.
 command -v iptables-restore >/dev/null 2>&1 || need+=(iptables)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# kansoku bench web runs wrk beside kansoku webbench.
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -26,6 +26,9 @@ pub enum BenchCommand {
     /// IPsec per packet: encap and decap throughput per suite and packet size, beside the same
     /// primitives alone and `openssl speed` (paper 002's algorithms and today's).
     Ipsec(BenchIpsecArgs),
+    /// kansoku webbench beside wrk: the same URL, threads, connections and time (keep-alive), alternating
+    /// rounds; requests/s and latency percentiles of both, and kansoku / wrk.
+    Web(BenchWebArgs),
     /// The capture side of `bench capture`, run by it inside its namespace: a ring into a trace
     /// file, optionally one write per packet and behind an emulated slow disk, until SIGINT.
     #[command(hide = true)]
@@ -293,4 +296,26 @@ fn seconds(s: &str) -> Result<f64, String> {
         Ok(v) if v > 0.0 && v <= 3600.0 => Ok(v),
         _ => Err(format!("{s:?}: a number above 0 and at most 3600")),
     }
+}
+
+/// `kansoku bench web`: kansoku's load generator against wrk's.
+#[derive(Debug, Args)]
+pub struct BenchWebArgs {
+    /// The page both ask for (http://HOST[:PORT]/PATH), e.g. a 10 KB file nginx serves.
+    pub url: String,
+    /// Threads of each tool.
+    #[arg(short = 't', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub threads: u64,
+    /// Connections of each tool (keep-alive).
+    #[arg(short = 'c', long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub connections: u64,
+    /// Seconds a run.
+    #[arg(short = 'd', long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub seconds: u64,
+    /// Rounds (each runs both tools; who goes first alternates).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub rounds: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -47,6 +47,7 @@ pub mod plot;
 pub mod slow_disk;
 pub mod stats;
 pub mod table;
+pub mod web;
 pub mod worker;
 
 use std::io::{self, Write};
@@ -77,6 +78,7 @@ pub fn run_to(args: &BenchArgs, stop: &AtomicBool, out: &mut dyn Write) -> Resul
         BenchCommand::Compress(a) => compress::run(a, stop, out),
         BenchCommand::Capture(a) => capture::run(a, stop, out),
         BenchCommand::Ipsec(a) => ipsec::run(a, stop, out),
+        BenchCommand::Web(a) => web::run(a, stop, out),
         BenchCommand::CaptureWorker(a) => worker::run(a, stop, out),
     }
 }

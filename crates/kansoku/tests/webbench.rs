@@ -233,3 +233,31 @@ fn a_server_that_never_answers_times_out_each_request_in_bounded_time() {
     assert!(took < std::time::Duration::from_secs(3), "{took:?}");
     drop(silent);
 }
+
+#[test]
+fn bench_web_runs_wrk_beside_and_gives_the_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path());
+    let url = format!("http://127.0.0.1:{}/index.html", s.port);
+    let out = run(&[
+        "bench", "web", &url, "-t", "1", "-c", "4", "-d", "1", "--rounds", "2", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rounds = v["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{v}");
+    for r in rounds {
+        let (k, w) = (&r["kansoku"], &r["wrk"]);
+        assert!(k["requests_per_second"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(w["requests_per_second"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(k["p99_ms"].as_f64().unwrap() >= k["p50_ms"].as_f64().unwrap());
+        let ratio =
+            k["requests_per_second"].as_f64().unwrap() / w["requests_per_second"].as_f64().unwrap();
+        assert!((r["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9);
+    }
+    assert!(v["median_ratio"].as_f64().unwrap() > 0.0);
+}
