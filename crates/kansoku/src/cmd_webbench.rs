@@ -8,7 +8,6 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::{IpAddr, TcpStream};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use delay::{DelayConfig, DelayReport, Profile, Running};
@@ -103,21 +102,7 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
         ),
         None => None,
     };
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if signals::stop_flag().load(std::sync::atomic::Ordering::Relaxed) {
-                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
-    let results = webbench::load::run(&plan, Arc::clone(&stop));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = watcher.join();
+    let results = webbench::load::run(&plan, signals::stop_shared());
     let delay = line.map(Running::stop);
     let results = results.map_err(|e| Error::input(format!("webbench: {e}")))?;
 

@@ -25,3 +25,10 @@ pub fn stop_flag() -> &'static AtomicBool {
     static NEVER: AtomicBool = AtomicBool::new(false);
     STOP.get().map_or(&NEVER, |f| f.as_ref())
 }
+
+/// The same flag, shared, for work that outlives a borrow (the web
+/// benchmark's threads).
+pub fn stop_shared() -> Arc<AtomicBool> {
+    STOP.get()
+        .map_or_else(|| Arc::new(AtomicBool::new(false)), Arc::clone)
+}
