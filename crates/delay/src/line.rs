@@ -126,6 +126,8 @@ pub struct DelayLine {
     start_stats: QueueStats,
     report: DelayReport,
     lateness: Histogram<u64>,
+    /// See [`DelayLine::read_queued`].
+    at_once: Vec<(u32, bool)>,
 }
 
 /// Why a delay line could not start.
@@ -177,7 +179,6 @@ impl DelayLine {
         };
         let rules = Rules::install(&sel, queue.queue())
             .map_err(|e| StartError(format!("delay line rules: {e}")))?;
-        capture::nfqueue::precise_timers();
         let report = DelayReport {
             queue: queue.queue(),
             ..DelayReport::default()
@@ -192,6 +193,7 @@ impl DelayLine {
             report,
             lateness: Histogram::new_with_bounds(1, 60_000_000, 3)
                 .expect("constant histogram bounds are valid"),
+            at_once: Vec::new(),
         })
     }
 
@@ -199,8 +201,10 @@ impl DelayLine {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// Moves packets until `stop` is set.
+    /// Moves packets until `stop` is set (on the calling thread, whose
+    /// timer slack it sets to 1 ns).
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        capture::nfqueue::precise_timers();
         while !stop.load(Ordering::Relaxed) {
             self.release_due()?;
             let timeout = match self.schedule.next_due() {
@@ -234,8 +238,10 @@ impl DelayLine {
     fn read_queued(&mut self) -> io::Result<()> {
         for _ in 0..64 {
             let now = self.now();
-            let mut accept = Vec::new();
-            let mut drop = Vec::new();
+            // Verdicts to give at once (accept, or drop for loss), in a
+            // buffer kept from call to call.
+            let mut at_once = std::mem::take(&mut self.at_once);
+            at_once.clear();
             let (schedule, report) = (&mut self.schedule, &mut self.report);
             let got = self.queue.recv(|e| match e {
                 Event::Packet(p) => {
@@ -243,18 +249,18 @@ impl DelayLine {
                     match client_of(p.payload, p.hook) {
                         None => {
                             report.unreadable += 1;
-                            accept.push(p.id);
+                            at_once.push((p.id, true));
                         }
                         Some((client, dir)) => match schedule.arrive(p.id, client, dir, p.len, now)
                         {
                             Fate::Held(_) => report.held += 1,
                             Fate::Lost => {
                                 report.lost += 1;
-                                drop.push(p.id);
+                                at_once.push((p.id, false));
                             }
                             Fate::NotOurs => {
                                 report.not_ours += 1;
-                                accept.push(p.id);
+                                at_once.push((p.id, true));
                             }
                         },
                     }
@@ -262,6 +268,11 @@ impl DelayLine {
                 Event::Answer(code) if code < 0 => report.errors += 1,
                 _ => {}
             });
+            let given = at_once
+                .iter()
+                .try_for_each(|&(id, accept)| self.queue.verdict(id, accept));
+            self.at_once = at_once;
+            given?;
             let n = match got {
                 Ok(n) => n,
                 // The kernel dropped packets for want of buffer room: they
@@ -272,12 +283,6 @@ impl DelayLine {
                 }
                 Err(e) => return Err(e),
             };
-            for id in accept {
-                self.queue.verdict(id, true)?;
-            }
-            for id in drop {
-                self.queue.verdict(id, false)?;
-            }
             self.report.max_held = self.report.max_held.max(self.schedule.held() as u64);
             if n == 0 {
                 break;
@@ -405,6 +410,10 @@ impl Running {
         let thread = std::thread::Builder::new()
             .name("delay-line".into())
             .spawn(move || {
+                // Releases are due to the microsecond: the line's thread
+                // outranks the programs whose packets it holds (CFS wakes
+                // it ahead of them). Without the privilege, it runs as is.
+                let _ = capture::usage::set_current_thread_nice(-20);
                 let r = line.run(&flag);
                 (line, r)
             })
