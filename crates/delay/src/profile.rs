@@ -15,6 +15,7 @@
 //! first point all the first fraction sits at the first time.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -201,6 +202,16 @@ impl Profile {
     pub fn quantiles(&self, n: usize) -> Vec<Duration> {
         (0..n)
             .map(|i| self.quantile((i as f64 + 0.5) / n as f64))
+            .collect()
+    }
+
+    /// Each of `clients` with its round trip: the i-th gets the i-th of
+    /// [`Profile::quantiles`].
+    pub fn assign(&self, clients: &[IpAddr]) -> Vec<(IpAddr, Duration)> {
+        clients
+            .iter()
+            .copied()
+            .zip(self.quantiles(clients.len()))
             .collect()
     }
 

@@ -99,12 +99,7 @@ fn profile_from_pcap(args: &DelayProfileArgs) -> pipeline::Result<Report> {
 
 fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
     let profile = Profile::parse(&args.profile).map_err(|e| Error::input(e.to_string()))?;
-    let clients = &args.clients.0;
-    let rtts: Vec<(IpAddr, Duration)> = clients
-        .iter()
-        .copied()
-        .zip(profile.quantiles(clients.len()))
-        .collect();
+    let rtts = profile.assign(&args.clients.0);
     let cfg = DelayConfig {
         clients: rtts.clone(),
         server: args.server,

@@ -33,11 +33,6 @@ struct Output<'a> {
 pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
     let target = Target::parse(&args.url).map_err(Error::input)?;
     let model = match (args.rate, args.connections) {
-        (Some(r), _) if !(r.is_finite() && r > 0.0 && r <= 10_000_000.0) => {
-            return Err(Error::usage(format!(
-                "--rate {r}: above 0 and at most 10,000,000"
-            )))
-        }
         (Some(rate), _) => Model::Open {
             rate,
             poisson: args.poisson,
@@ -89,11 +84,7 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
     let line = match &profile {
         Some(p) => Some(
             Running::spawn(&DelayConfig {
-                clients: clients
-                    .iter()
-                    .copied()
-                    .zip(p.quantiles(clients.len()))
-                    .collect(),
+                clients: p.assign(&clients),
                 server: Some(plan.target.addr),
                 queue_len: args.queue_len,
                 ..DelayConfig::default()
@@ -165,8 +156,7 @@ fn write_records(path: &Path, records: &[Record], clients: &[IpAddr]) -> io::Res
             r.status,
             r.body_bytes,
             r.reused,
-            r.error
-                .map_or_else(String::new, |e| format!("{e:?}").to_lowercase())
+            r.error.map_or("", |e| e.name())
         )?;
     }
     w.flush()

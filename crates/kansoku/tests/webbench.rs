@@ -169,6 +169,11 @@ fn urls_that_cannot_be_used_are_input_errors() {
         assert_eq!(out.status.code(), Some(2), "{url}: {err}");
         assert!(err.contains(expect), "{url}: {err}");
     }
+    for rate in ["0", "-5", "nan", "2e7"] {
+        let out = run(&["webbench", "http://127.0.0.1:1/", &format!("--rate={rate}")]);
+        assert_eq!(out.status.code(), Some(2), "--rate {rate}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("at most 10,000,000"));
+    }
     let out = run(&["webbench", "http://127.0.0.1:1/", "--delay", "const:5ms"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--clients"));

@@ -126,6 +126,17 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
+    /// The name in results and records (as serde writes it).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Refused => "refused",
+            ErrorClass::Reset => "reset",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Protocol => "protocol",
+            ErrorClass::Local => "local",
+        }
+    }
+
     fn of(e: &io::Error) -> ErrorClass {
         match e.kind() {
             io::ErrorKind::ConnectionRefused => ErrorClass::Refused,
@@ -679,7 +690,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
         errors: total
             .errors
             .iter()
-            .map(|(k, v)| (format!("{k:?}").to_lowercase(), *v))
+            .map(|(k, v)| (k.name().to_string(), *v))
             .collect(),
         status: total.status.clone(),
         latency: Percentiles::of(&total.latency),

@@ -86,7 +86,7 @@ pub struct WebbenchArgs {
     #[arg(short = 'c', long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub connections: Option<u64>,
     /// Open model: start this many requests a second, answered or not; latency counts from the scheduled time.
-    #[arg(long, value_name = "PER_SECOND")]
+    #[arg(long, value_name = "PER_SECOND", value_parser = request_rate)]
     pub rate: Option<f64>,
     /// Open model: exponential gaps between requests (Poisson arrivals) instead of even ones.
     #[arg(long, requires = "rate")]
@@ -138,4 +138,12 @@ pub struct Clients(pub Vec<IpAddr>);
 
 fn clients(s: &str) -> Result<Clients, String> {
     delay::clients::parse_clients(s).map(Clients)
+}
+
+/// Requests a second: above 0, at most 10,000,000.
+fn request_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 10_000_000.0 => Ok(v),
+        _ => Err(format!("{s:?}: above 0 and at most 10,000,000")),
+    }
 }
