@@ -232,6 +232,51 @@ fn setsockopt<T>(
     }
 }
 
+/// `ARPHRD_LOOPBACK`.
+const ARPHRD_LOOPBACK: u16 = 772;
+
+/// The classic BPF program a capture socket runs in the kernel: keep
+/// `snaplen` bytes of each packet; on a loopback device, first drop the
+/// packets whose type is `PACKET_OUTGOING`. A packet sent on `lo` is seen
+/// by packet sockets once as it leaves and once as it comes back in, so
+/// without this every packet would be captured twice (libpcap rejects the
+/// outgoing copy on loopback the same way). Rejected in the filter, the
+/// copy is never counted in PACKET_STATISTICS either, so the kernel's count
+/// stays the count of packets.
+fn capture_filter(snaplen: u32, loopback: bool) -> Vec<libc::sock_filter> {
+    const BPF_LD_B_ABS: u16 = 0x30;
+    const BPF_JEQ_K: u16 = 0x15;
+    const BPF_RET_K: u16 = 0x06;
+    // SKF_AD_OFF + SKF_AD_PKTTYPE: the ancillary load of skb->pkt_type.
+    const PKTTYPE: u32 = 0xffff_f000 + 4;
+    const PACKET_OUTGOING: u32 = 4;
+    let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let mut prog = Vec::with_capacity(4);
+    if loopback {
+        prog.push(ins(BPF_LD_B_ABS, 0, 0, PKTTYPE));
+        // Outgoing: fall through to `ret #0`; else skip it.
+        prog.push(ins(BPF_JEQ_K, 0, 1, PACKET_OUTGOING));
+        prog.push(ins(BPF_RET_K, 0, 0, 0));
+    }
+    prog.push(ins(BPF_RET_K, 0, 0, snaplen));
+    prog
+}
+
+fn attach_capture_filter(fd: &OwnedFd, snaplen: u32, loopback: bool) -> io::Result<()> {
+    let filter = capture_filter(snaplen, loopback);
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_FILTER,
+        &prog,
+        "SO_ATTACH_FILTER",
+    )
+}
+
 /// Attaches the one-instruction classic BPF program `ret #keep`: the kernel
 /// keeps `keep` bytes of each packet (0 drops every packet before it is
 /// counted or queued).
@@ -257,8 +302,8 @@ fn attach_return_filter(fd: &OwnedFd, keep: u32) -> io::Result<()> {
 
 /// The link type of `interface`, from its ARPHRD hardware type
 /// (SIOCGIFHWADDR, which, unlike sysfs, answers for the caller's network
-/// namespace).
-fn interface_link_type(fd: &OwnedFd, interface: &str) -> io::Result<LinkType> {
+/// namespace), and whether it is a loopback device.
+fn interface_link_type(fd: &OwnedFd, interface: &str) -> io::Result<(LinkType, bool)> {
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     // The name was checked to be shorter than IFNAMSIZ, so a NUL follows it.
@@ -275,7 +320,8 @@ fn interface_link_type(fd: &OwnedFd, interface: &str) -> io::Result<LinkType> {
     let family = unsafe { req.ifr_ifru.ifru_hwaddr.sa_family };
     match family {
         // ARPHRD_ETHER, and ARPHRD_LOOPBACK whose frames carry a zeroed Ethernet header.
-        1 | 772 => Ok(LinkType::Ethernet),
+        1 => Ok((LinkType::Ethernet, false)),
+        ARPHRD_LOOPBACK => Ok((LinkType::Ethernet, true)),
         other => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             format!("{interface}: hardware type {other} is not Ethernet-framed (only Ethernet and loopback are supported)"),
@@ -308,7 +354,7 @@ impl TpacketRing {
         }
         // SAFETY: `raw` is a new descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let link_type = interface_link_type(&fd, &cfg.interface)?;
+        let (link_type, loopback) = interface_link_type(&fd, &cfg.interface)?;
         setsockopt(
             &fd,
             SOL_PACKET,
@@ -317,24 +363,9 @@ impl TpacketRing {
             "PACKET_VERSION TPACKET_V3",
         )?;
 
-        // Cut packets to the snap length in the kernel: `ret #snaplen`.
-        let filter = [libc::sock_filter {
-            code: 0x06, // BPF_RET | BPF_K
-            jt: 0,
-            jf: 0,
-            k: cfg.snaplen,
-        }];
-        let prog = libc::sock_fprog {
-            len: 1,
-            filter: filter.as_ptr() as *mut libc::sock_filter,
-        };
-        setsockopt(
-            &fd,
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            &prog,
-            "SO_ATTACH_FILTER",
-        )?;
+        // Cut packets to the snap length in the kernel; on loopback also
+        // drop the outgoing copy (every packet sent on `lo` comes back in).
+        attach_capture_filter(&fd, cfg.snaplen, loopback)?;
 
         let block_nr = cfg.ring_bytes / cfg.block_size;
         // tpacket_req3: block size, block count, frame size, frame count,
