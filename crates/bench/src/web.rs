@@ -105,6 +105,7 @@ fn kansoku(a: &BenchWebArgs, target: &Target, stop: &AtomicBool) -> Result<Figur
         threads: a.threads as usize,
         timeout: Duration::from_secs(10),
         keep_records: false,
+        cpus: Vec::new(),
     };
     let flag = Arc::new(AtomicBool::new(
         stop.load(std::sync::atomic::Ordering::Relaxed),

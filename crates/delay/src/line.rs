@@ -55,6 +55,9 @@ pub struct DelayConfig {
     pub shaping: Shaping,
     /// Released later than this after its due time, a packet counts late.
     pub late_after: Duration,
+    /// Pin the line's thread to this CPU (a benchmark's component kept
+    /// apart from the generator's and the server's cores).
+    pub cpu: Option<usize>,
 }
 
 impl Default for DelayConfig {
@@ -66,6 +69,7 @@ impl Default for DelayConfig {
             fail_open: false,
             shaping: Shaping::default(),
             late_after: Duration::from_millis(1),
+            cpu: None,
         }
     }
 }
@@ -110,6 +114,8 @@ pub struct DelayReport {
     /// The most packets held at once.
     pub max_held: u64,
     pub lateness: Lateness,
+    /// CPU time the line's thread used, in seconds.
+    pub cpu_seconds: f64,
     /// Whether every packet was delayed as asked (see the module docs).
     pub valid: bool,
     /// Why not, in words.
@@ -405,6 +411,7 @@ impl Running {
     /// Starts a delay line (rules, queue) and its thread.
     pub fn spawn(cfg: &DelayConfig) -> Result<Running, StartError> {
         let mut line = DelayLine::start(cfg)?;
+        let cpu = cfg.cpu;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -414,7 +421,14 @@ impl Running {
                 // outranks the programs whose packets it holds (CFS wakes
                 // it ahead of them). Without the privilege, it runs as is.
                 let _ = capture::usage::set_current_thread_nice(-20);
+                if let Some(c) = cpu {
+                    if let Err(e) = capture::usage::pin_current_thread(c) {
+                        line.report.problems.push(format!("delay line: {e}"));
+                    }
+                }
                 let r = line.run(&flag);
+                line.report.cpu_seconds =
+                    capture::usage::thread_cpu_time().map_or(0.0, |d| d.as_secs_f64());
                 (line, r)
             })
             .map_err(|e| StartError(format!("delay line thread: {e}")))?;

@@ -16,6 +16,8 @@ use delay::{DelayConfig, DelayReport, Profile, Running, Shaping};
 use pipeline::{display_path, Consumer, Control, Error, Flow, Report, TraceSource};
 use serde::Serialize;
 use trace::Record;
+use webbench::observe::{ServerAddr, Window};
+use webbench::tap::Tap;
 
 use crate::args::{DelayArgs, DelayProfileArgs, DelayRunArgs, DelayTool};
 use crate::signals;
@@ -32,6 +34,9 @@ struct Output<'a> {
     clients: Vec<ClientRtt>,
     command_status: Option<i32>,
     delay_line: &'a DelayReport,
+    /// The server's view (--observe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<&'a Window>,
 }
 
 pub fn run(args: &DelayArgs) -> pipeline::Result<Report> {
@@ -111,8 +116,27 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
             seed: 1,
         },
         late_after: args.late_after,
+        cpu: args.cpu,
     };
     let line = Running::spawn(&cfg).map_err(|e| Error::input(e.to_string()))?;
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let tap = match (&args.observe, args.server) {
+        (Some(ifc), Some(server)) => Some(
+            Tap::start(
+                ifc,
+                ServerAddr {
+                    ip: (!server.ip().is_unspecified()).then_some(server.ip()),
+                    port: server.port(),
+                },
+                started,
+                Duration::from_millis(100),
+            )
+            .map_err(|e| Error::input(format!("observing on {ifc}: {e}")))?,
+        ),
+        _ => None,
+    };
     let mut child = match args.command.split_first() {
         Some((prog, rest)) => match Command::new(prog).args(rest).spawn() {
             Ok(c) => Some(c),
@@ -124,6 +148,10 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         None => None,
     };
     let status = wait(child.as_mut(), args.duration);
+    let ended = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let seen = tap.map(Tap::stop).transpose().map_err(Error::from)?;
     let delay = line.stop();
 
     let mut report = Report {
@@ -138,6 +166,16 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         }
     }
     report.problems.extend(delay.problems.iter().cloned());
+    // The run less its first tenth, where connections build up.
+    let server = seen.as_ref().map(|s| {
+        if s.kernel.drops > 0 {
+            report.problems.push(format!(
+                "the tap lost {} of {} packets: the server's counts are incomplete",
+                s.kernel.drops, s.kernel.packets
+            ));
+        }
+        s.observer.window(started + (ended - started) / 10, ended)
+    });
     let out = Output {
         profile: profile.to_string(),
         clients: rtts
@@ -149,6 +187,7 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
             .collect(),
         command_status: status,
         delay_line: &delay,
+        server: server.as_ref(),
     };
     // With a program's output on stdout, the report goes to stderr.
     let printed = if child.is_some() {
@@ -238,5 +277,22 @@ fn print(
         d.user_dropped,
         d.undelayed,
         if d.valid { "valid" } else { "INVALID" }
-    )
+    )?;
+    if let Some(x) = out.server {
+        writeln!(
+            w,
+            "server (last {:.1} s): in progress {:.2} (max {}), arrivals {:.1}/s x lifetime {:.2} ms = {:.2}; {} closed, resets {} by the server, {} by clients; TIME_WAIT {:.1}",
+            x.seconds,
+            x.mean_in_progress,
+            x.max_in_progress,
+            x.arrival_rate,
+            x.mean_lifetime_ms,
+            x.littles_law,
+            x.closes,
+            x.resets_by_server,
+            x.resets_by_client,
+            x.mean_time_wait
+        )?;
+    }
+    Ok(())
 }

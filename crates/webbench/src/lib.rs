@@ -7,10 +7,23 @@
 //! - [`http1`]: the request, and a push parser for responses (fuzzed).
 //! - [`load`]: the generator: closed and open models over event-loop
 //!   threads, records, results.
+//! - [`observe`]: the server side from its packets, as the paper's ENMA
+//!   saw it: connections in progress from SYN to close or reset, arrivals,
+//!   TIME_WAIT apart, handshake round trips per client.
+//! - [`tap`]: a live capture ring feeding [`observe`].
+//! - [`host`]: the kernel's TCP counters, the server's processes and their
+//!   CPU time, from `/proc`.
+//! - [`session`]: a run or a sweep of runs with the server watched, each
+//!   step's client and server figures side by side.
 
 #![forbid(unsafe_code)]
 
+pub mod host;
 pub mod http1;
 pub mod load;
+pub mod observe;
+pub mod session;
+pub mod tap;
 
 pub use load::{ErrorClass, Model, Plan, Record, Results, Target};
+pub use session::{run_session, SessionPlan, SessionResult, Step};

@@ -107,6 +107,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// Keep every request's record.
     pub keep_records: bool,
+    /// Pin load thread i to CPU `cpus[i % len]` (none: unpinned).
+    pub cpus: Vec<usize>,
 }
 
 /// Why a request failed.
@@ -225,6 +227,21 @@ pub struct Results {
     pub connect: Percentiles,
     /// Request sent to first byte.
     pub first_byte: Percentiles,
+    /// A connection's life as the client saw it, connect start to close,
+    /// for connections that carried one request (the paper's mode).
+    pub lifetime: Percentiles,
+    /// Connections made after a SYN retransmission or more: connect times
+    /// under 1 s, 1-3 s, 3-7 s, 7-15 s and longer (Linux retransmits a SYN
+    /// after 1, 3, 7, 15 s: a full accept queue shows here, where the
+    /// paper's FreeBSD sent resets).
+    pub connect_buckets: [u64; 5],
+    /// When the run started, ns since the epoch (the tap's clock).
+    pub start_unix_ns: u64,
+    /// CPU seconds the load threads used.
+    pub generator_cpu_seconds: f64,
+    /// Their CPU time over the run's wall time and threads: near 1, the
+    /// generator, not the server, set the pace.
+    pub generator_busy: f64,
     #[serde(skip)]
     pub records: Vec<Record>,
 }
@@ -232,6 +249,8 @@ pub struct Results {
 /// A thread's share of the counts.
 struct Tally {
     latency: Histogram<u64>,
+    lifetime: Histogram<u64>,
+    cpu: Duration,
     connect: Histogram<u64>,
     first_byte: Histogram<u64>,
     records: Vec<Record>,
@@ -252,6 +271,8 @@ impl Tally {
     fn new(keep: bool) -> Tally {
         Tally {
             latency: histogram(),
+            lifetime: histogram(),
+            cpu: Duration::ZERO,
             connect: histogram(),
             first_byte: histogram(),
             records: Vec::new(),
@@ -282,6 +303,10 @@ impl Tally {
                 self.body_bytes += r.body_bytes;
                 self.latency
                     .saturating_record((r.last_byte - r.scheduled).max(1));
+                if !r.reused && r.close >= r.connect_start && r.connect_start > 0 {
+                    self.lifetime
+                        .saturating_record((r.close - r.connect_start).max(1));
+                }
                 if r.first_byte >= r.request_sent {
                     self.first_byte
                         .saturating_record((r.first_byte - r.request_sent).max(1));
@@ -297,6 +322,8 @@ impl Tally {
         let _ = self.latency.add(&o.latency);
         let _ = self.connect.add(&o.connect);
         let _ = self.first_byte.add(&o.first_byte);
+        let _ = self.lifetime.add(&o.lifetime);
+        self.cpu += o.cpu;
         self.records.extend(o.records);
         self.connections += o.connections;
         self.answered += o.answered;
@@ -309,6 +336,19 @@ impl Tally {
             *self.status.entry(k).or_default() += v;
         }
     }
+}
+
+/// Connect times (µs) counted under 1 s, 1-3, 3-7, 7-15 s and beyond.
+fn connect_buckets(h: &Histogram<u64>) -> [u64; 5] {
+    const EDGES: [u64; 4] = [1_000_000, 3_000_000, 7_000_000, 15_000_000];
+    let mut out = [0u64; 5];
+    let mut lo = 0;
+    for (i, &hi) in EDGES.iter().enumerate() {
+        out[i] = h.count_between(lo, hi - 1);
+        lo = hi;
+    }
+    out[4] = h.count_between(lo, h.high());
+    out
 }
 
 /// What the threads share.
@@ -623,6 +663,9 @@ async fn open(sh: Arc<Shared>, rate: f64, poisson: bool, seed: u64, tally: Rc<Re
 pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
     let threads = plan.threads.max(1);
     let start = Instant::now();
+    let start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let shared = Shared {
         request: request("GET", &plan.target.host, &plan.target.path, plan.keep_alive),
         timeout_us: plan.timeout.as_micros() as u64,
@@ -646,6 +689,9 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
                         .enable_all()
                         .build()?;
                     let local = tokio::task::LocalSet::new();
+                    if !sh.plan.cpus.is_empty() {
+                        capture::usage::pin_current_thread(sh.plan.cpus[t % sh.plan.cpus.len()])?;
+                    }
                     let tally = Rc::new(RefCell::new(Tally::new(sh.plan.keep_records)));
                     local.block_on(&rt, async {
                         match model {
@@ -664,8 +710,10 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
                             }
                         }
                     });
-                    Ok(Rc::try_unwrap(tally)
-                        .map_or_else(|_| Tally::new(false), RefCell::into_inner))
+                    let mut tally = Rc::try_unwrap(tally)
+                        .map_or_else(|_| Tally::new(false), RefCell::into_inner);
+                    tally.cpu = capture::usage::thread_cpu_time().unwrap_or_default();
+                    Ok(tally)
                 })?,
         );
     }
@@ -696,6 +744,11 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
         latency: Percentiles::of(&total.latency),
         connect: Percentiles::of(&total.connect),
         first_byte: Percentiles::of(&total.first_byte),
+        lifetime: Percentiles::of(&total.lifetime),
+        connect_buckets: connect_buckets(&total.connect),
+        start_unix_ns,
+        generator_cpu_seconds: total.cpu.as_secs_f64(),
+        generator_busy: total.cpu.as_secs_f64() / (seconds * threads as f64).max(1e-9),
         records,
     })
 }

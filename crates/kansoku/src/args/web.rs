@@ -66,6 +66,14 @@ pub struct DelayRunArgs {
     /// Stop after this long (e.g. 30s); by default run until COMMAND ends, or until SIGINT/SIGTERM.
     #[arg(long, value_name = "DURATION", value_parser = delay::profile::parse_duration)]
     pub duration: Option<Duration>,
+    /// Pin the delay line's thread to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub cpu: Option<usize>,
+    /// Watch the server (--server, with its port) from its packets on this interface while the delay runs: its
+    /// connections in progress, arrivals, resets and TIME_WAIT over the run less its first tenth (as webbench
+    /// --observe does), for a program that cannot say so itself (httperf).
+    #[arg(long, value_name = "INTERFACE", requires = "server")]
+    pub observe: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -82,9 +90,13 @@ pub struct DelayRunArgs {
 pub struct WebbenchArgs {
     /// The page to ask for (http://HOST[:PORT]/PATH).
     pub url: String,
-    /// Closed model: this many connections, each asking again when answered (default 10 without --rate).
-    #[arg(short = 'c', long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub connections: Option<u64>,
+    /// Closed model: this many connections, each asking again when answered (default 10 without --rate); a
+    /// comma-separated list runs a sweep, one step per count (e.g. 1,10,50,100,200,500,800,900,1000), each -d long.
+    #[arg(short = 'c', long, value_name = "N[,N...]", conflicts_with = "rate", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub connections: Option<Vec<u64>>,
+    /// Idle time between a sweep's steps (the paper: 1m).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = delay::profile::parse_duration)]
+    pub cooldown: Duration,
     /// Open model: start this many requests a second, answered or not; latency counts from the scheduled time.
     #[arg(long, value_name = "PER_SECOND", value_parser = request_rate)]
     pub rate: Option<f64>,
@@ -119,6 +131,26 @@ pub struct WebbenchArgs {
     /// Write every request's times (microseconds from the start) to this CSV file.
     #[arg(long, value_name = "FILE")]
     pub records: Option<std::path::PathBuf>,
+    /// Watch the server from its packets on this interface (root; its namespace's lo, or the interface its
+    /// packets cross), as the paper's ENMA did: connections in progress from SYN to close or reset, arrivals,
+    /// resets, TIME_WAIT, handshake round trips per client.
+    #[arg(long, value_name = "INTERFACE")]
+    pub observe: Option<String>,
+    /// The server's time series' interval (with --observe).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = series_interval)]
+    pub interval: Duration,
+    /// Write the server's time series (one row per --interval) to this CSV file (with --observe).
+    #[arg(long, value_name = "FILE", requires = "observe")]
+    pub series: Option<std::path::PathBuf>,
+    /// Write the handshake round trips the server saw as a CDF file (RTT_MS FRACTION, with --observe).
+    #[arg(long, value_name = "FILE", requires = "observe")]
+    pub server_rtts: Option<std::path::PathBuf>,
+    /// Pin the load threads to these CPUs (thread i to the i-th, round-robin), e.g. 1 or 0,1.
+    #[arg(long, value_name = "CPU[,CPU...]", value_delimiter = ',')]
+    pub cpus: Option<Vec<usize>>,
+    /// Pin the delay line's thread to this CPU.
+    #[arg(long, value_name = "CPU", requires = "delay")]
+    pub delay_cpu: Option<usize>,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -138,6 +170,15 @@ pub struct Clients(pub Vec<IpAddr>);
 
 fn clients(s: &str) -> Result<Clients, String> {
     delay::clients::parse_clients(s).map(Clients)
+}
+
+/// A series interval: 100 ms to 1 hour.
+fn series_interval(s: &str) -> Result<Duration, String> {
+    let d = delay::profile::parse_duration(s)?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+        return Err(format!("{s:?}: from 100ms to 1h"));
+    }
+    Ok(d)
 }
 
 /// Requests a second: above 0, at most 10,000,000.
