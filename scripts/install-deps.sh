@@ -25,8 +25,12 @@ command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 # its tests serve HTTPS with a certificate openssl makes.
 command -v iptables-restore >/dev/null 2>&1 || need+=(iptables)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
-# kansoku bench web runs wrk beside kansoku webbench.
+# kansoku bench web runs wrk beside kansoku webbench; bench web-paper runs
+# nginx and Apache (prefork) in a namespace of their own, and httperf.
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v nginx >/dev/null 2>&1 || need+=(nginx-light)
+command -v apache2 >/dev/null 2>&1 || need+=(apache2)
+command -v httperf >/dev/null 2>&1 || need+=(httperf)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

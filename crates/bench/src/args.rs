@@ -29,6 +29,10 @@ pub enum BenchCommand {
     /// kansoku webbench beside wrk: the same URL, threads, connections and time (keep-alive), alternating
     /// rounds; requests/s and latency percentiles of both, and kansoku / wrk.
     Web(BenchWebArgs),
+    /// Paper 004's web server experiments against nginx and Apache prefork in a namespace of their own:
+    /// experiment 1 (10 KB at 110 requests/s; no delay, 48 ms, the 100-quantile profile; httperf through
+    /// kansoku delay) and experiment 2 (2 KB at 13 concurrency steps, no delay and the profile).
+    WebPaper(BenchWebPaperArgs),
     /// The capture side of `bench capture`, run by it inside its namespace: a ring into a trace
     /// file, optionally one write per packet and behind an emulated slow disk, until SIGINT.
     #[command(hide = true)]
@@ -318,4 +322,36 @@ pub struct BenchWebArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `kansoku bench web-paper`: paper 004's experiments 1 and 2.
+#[derive(Clone, Debug, Args)]
+pub struct BenchWebPaperArgs {
+    /// Servers to run, in order.
+    #[arg(long, value_delimiter = ',', default_value = "nginx,apache")]
+    pub servers: Vec<String>,
+    /// Experiments to run (1, 2).
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub experiments: Vec<u8>,
+    /// The profile of experiment 1's run 1-5 and of experiment 2's run 2-2 (RTT_MS FRACTION lines).
+    #[arg(long, value_name = "FILE", default_value = "bench/web-rtt.cdf")]
+    pub profile: PathBuf,
+    /// Seconds of each experiment-1 run (the paper: 100,000 requests at 110/s, about 900).
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(2..=86_400))]
+    pub exp1_seconds: u64,
+    /// Experiment 2's concurrency steps.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,50,100,200,500,800,900,1000,1100,1200,1500,2000", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub steps: Vec<u64>,
+    /// Seconds of each experiment-2 step (the paper: 180).
+    #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub step_seconds: u64,
+    /// Seconds between experiment-2 steps (the paper: 60).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub cooldown_seconds: u64,
+    /// Leave out httperf (runs 1-3 and 1-4).
+    #[arg(long)]
+    pub no_httperf: bool,
+    /// Keep the series CSVs, the server's round trips and web-paper.json here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }

@@ -48,6 +48,7 @@ pub mod slow_disk;
 pub mod stats;
 pub mod table;
 pub mod web;
+pub mod webpaper;
 pub mod worker;
 
 use std::io::{self, Write};
@@ -79,6 +80,7 @@ pub fn run_to(args: &BenchArgs, stop: &AtomicBool, out: &mut dyn Write) -> Resul
         BenchCommand::Capture(a) => capture::run(a, stop, out),
         BenchCommand::Ipsec(a) => ipsec::run(a, stop, out),
         BenchCommand::Web(a) => web::run(a, stop, out),
+        BenchCommand::WebPaper(a) => webpaper::run(a, stop, out),
         BenchCommand::CaptureWorker(a) => worker::run(a, stop, out),
     }
 }

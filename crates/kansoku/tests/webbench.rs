@@ -266,3 +266,172 @@ fn bench_web_runs_wrk_beside_and_gives_the_ratio() {
     }
     assert!(v["median_ratio"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_sweep_runs_one_step_per_connection_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path());
+    let url = format!("http://127.0.0.1:{}/index.html", s.port);
+    let (v, _) = webbench(&[&url, "-c", "1,3", "-d", "1s", "--cooldown", "200ms"]);
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{v}");
+    assert_eq!(
+        (
+            steps[0]["connections"].as_u64(),
+            steps[1]["connections"].as_u64()
+        ),
+        (Some(1), Some(3))
+    );
+    for st in steps {
+        let r = &st["results"];
+        assert!(r["answered"].as_u64().unwrap() > 0, "{st}");
+        assert!(r["errors"].as_object().unwrap().is_empty(), "{st}");
+        // Each request had its own connection, closed by the server.
+        assert_eq!(r["connections"], r["answered"]);
+        assert!(r["lifetime"]["count"].as_u64().unwrap() > 0, "{st}");
+        assert!(r["generator_cpu_seconds"].as_f64().unwrap() > 0.0, "{st}");
+    }
+    // The second step began after the first and the cooldown.
+    let gap = steps[1]["results"]["start_unix_ns"].as_u64().unwrap()
+        - steps[0]["results"]["start_unix_ns"].as_u64().unwrap();
+    assert!(gap >= 1_200_000_000, "{gap} ns");
+    // A bad list is a usage error.
+    let bad = run(&["webbench", &url, "-c", "1,0"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn the_server_side_seen_from_its_packets_agrees_with_the_clients_and_littles_law() {
+    if !capture::netns::can_run("webbench --observe") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path());
+    let url = format!("http://127.0.0.1:{}/index.html", s.port);
+    let series = dir.path().join("series.csv");
+    let rtts = dir.path().join("rtts.cdf");
+    let (v, _) = webbench(&[
+        &url,
+        "--rate",
+        "60",
+        "-d",
+        "4s",
+        "--clients",
+        "6",
+        "--delay",
+        "const:30ms",
+        "--observe",
+        "lo",
+        "--series",
+        p(&series),
+        "--server-rtts",
+        p(&rtts),
+    ]);
+    let st = &v["steps"][0];
+    let (r, x, l) = (&st["results"], &st["server"], &st["little"]);
+    assert!(r["errors"].as_object().unwrap().is_empty(), "{v}");
+    let answered = r["answered"].as_u64().unwrap();
+    assert!(answered >= 200, "{v}");
+    // Every connection the clients made, the tap saw arrive and close, in
+    // the steady window's share: ~60/s.
+    let rate = x["arrival_rate"].as_f64().unwrap();
+    assert!((rate - 60.0).abs() < 6.0, "arrivals {rate}/s: {v}");
+    assert_eq!(x["resets_by_server"], 0, "{v}");
+    assert_eq!(x["resets_by_client"], 0, "{v}");
+    // Each connection lives about two round trips (handshake, request):
+    // about 60/s x 60 ms = 3.6 at the server, as Little's law predicts from
+    // the clients' own lifetimes.
+    let measured = l["measured"].as_f64().unwrap();
+    let ratio = l["ratio"].as_f64().unwrap();
+    assert!(
+        (2.5..6.0).contains(&measured),
+        "in progress {measured}: {v}"
+    );
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "measured / predicted {ratio}: {v}"
+    );
+    // The server closed first: its connections wait in TIME_WAIT, apart.
+    assert!(x["mean_time_wait"].as_f64().unwrap() > 10.0, "{v}");
+    // Handshake round trips at the server: the profile's 30 ms.
+    let rtt = &v["rtt"];
+    assert_eq!(rtt["handshakes"].as_u64(), Some(answered), "{v}");
+    assert!(rtt["error_p50_ms"].as_f64().unwrap() < 1.0, "{v}");
+    assert_eq!(v["tap"]["drops"], 0, "{v}");
+    // The series has a row per second; the CDF reads back as a profile.
+    let rows = std::fs::read_to_string(&series).unwrap();
+    assert!(rows.lines().count() >= 5, "{rows}");
+    let cdf = std::fs::read_to_string(&rtts).unwrap();
+    let points: Vec<(f64, f64)> = cdf
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let mut w = l.split_whitespace().map(|x| x.parse::<f64>().unwrap());
+            (w.next().unwrap(), w.next().unwrap())
+        })
+        .collect();
+    let median = points.iter().find(|(_, f)| *f >= 0.5).unwrap().0;
+    assert!((median - 30.0).abs() < 1.0, "median {median}: {cdf}");
+}
+
+#[test]
+fn bench_web_paper_runs_experiment_1_against_nginx_and_leaves_nothing_behind() {
+    if !capture::netns::can_run("bench web-paper") {
+        return;
+    }
+    if Command::new("nginx").arg("-v").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "nginx is missing: scripts/install-deps.sh installs it"
+        );
+        eprintln!("skipping: no nginx");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/web-rtt.cdf");
+    let out = run(&[
+        "bench",
+        "web-paper",
+        "--servers",
+        "nginx",
+        "--experiments",
+        "1",
+        "--exp1-seconds",
+        "3",
+        "--profile",
+        p(&profile),
+        "--out",
+        p(dir.path()),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for run in [
+        "1-1 kansoku",
+        "1-2 kansoku",
+        "1-5 kansoku",
+        "1-3 httperf",
+        "1-4 httperf",
+    ] {
+        assert!(text.contains(run), "{run}: {text}");
+    }
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("web-paper.json")).unwrap()).unwrap();
+    let rows = v["servers"][0]["experiment_1"].as_array().unwrap();
+    let in_progress = |i: usize| {
+        rows[i]["report"]["steps"][0]["little"]["measured"]
+            .as_f64()
+            .unwrap()
+    };
+    // The paper's point: a delay holds more connections at the server, and
+    // the spread profile more than a constant delay with the same median.
+    assert!(in_progress(1) > 5.0 * in_progress(0).max(0.1), "{v}");
+    assert!(in_progress(2) > in_progress(1), "{v}");
+    // Nothing of the run is left: its namespace is gone.
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    assert!(!ns.lines().any(|l| l.starts_with("kwp-")), "{ns}");
+}

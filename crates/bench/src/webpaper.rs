@@ -1,0 +1,553 @@
+//! `kansoku bench web-paper`: paper 004's two web server experiments
+//! (chapter 3) against nginx and Apache prefork, each started from Debian's
+//! packages in a network namespace of this run's own, on a port of its own.
+//!
+//! - Experiment 1: a 10 KB file at 110 requests/s (open model), 100 client
+//!   addresses, one connection per request, with no delay, a constant 48 ms
+//!   and the 100-quantile profile (runs 1-1, 1-2, 1-5), and httperf through
+//!   `kansoku delay` with no delay and 48 ms (runs 1-3, 1-4). Each row: the
+//!   connections in progress at the server (from its packets, as ENMA) beside
+//!   Little's law's prediction.
+//! - Experiment 2: a 2 KB file at fixed concurrency, the paper's 13 steps
+//!   (3 minutes each, 1 minute between), with no delay and with the
+//!   profile: request rate, arrival rate, connections in progress, reset
+//!   rate, accept-queue overflows, connect times per step.
+//!
+//! Every run is a `kansoku webbench` (or `kansoku delay -- httperf`) child
+//! inside the namespace, so the delay line's iptables rules and the tap on
+//! `lo` are the namespace's; its JSON is read back. The server's limits, the
+//! kernel's `somaxconn` and the versions are printed with the tables.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use capture::netns::Namespace;
+use pipeline::{Error, Report, Result};
+use serde_json::Value;
+
+use crate::args::BenchWebPaperArgs;
+
+/// A web server running in the namespace, stopped when dropped: SIGTERM to
+/// its master (which stops its workers), then SIGKILL to whatever is left
+/// in the namespace, so that nothing outlives the run.
+struct Server {
+    name: &'static str,
+    child: Child,
+    port: u16,
+    /// Its version and limits, in words.
+    setup: String,
+    ns: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Ok(o) = std::process::Command::new("ip")
+            .args(["netns", "pids", &self.ns])
+            .output()
+        {
+            for p in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", p])
+                    .status();
+            }
+        }
+    }
+}
+
+fn input(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::input(format!("bench web-paper: {what}: {e}"))
+}
+
+fn version(ns: &Namespace, argv: &[&str]) -> String {
+    ns.command(argv)
+        .stderr(Stdio::piped())
+        .output()
+        .map(|o| {
+            let t = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            t.lines().next().unwrap_or("").trim().to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// nginx as Debian configures it (worker_processes auto, 768 connections a
+/// worker), logging off, serving `root` on 127.0.0.1:`port`.
+fn nginx(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> {
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes auto;\npid {d}/nginx.pid;\nerror_log {d}/nginx-error.log;\n\
+             events {{ worker_connections 768; }}\n\
+             http {{ access_log off; sendfile on; default_type application/octet-stream;\n\
+             server {{ listen 127.0.0.1:{port} backlog=511; root {r}; }} }}\n",
+            d = dir.display(),
+            r = root.display()
+        ),
+    )
+    .map_err(|e| input("nginx.conf", e))?;
+    let child = ns
+        .command(&["nginx", "-c", &conf.to_string_lossy(), "-g", "daemon off;"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| input("nginx (scripts/install-deps.sh installs it)", e))?;
+    let v = version(ns, &["nginx", "-v"]);
+    Ok(Server {
+        name: "nginx",
+        child,
+        port,
+        ns: ns.name().to_string(),
+        setup: format!(
+            "{v}: worker_processes auto (one per core), worker_connections 768, listen backlog 511"
+        ),
+    })
+}
+
+/// Apache 2.4 with the prefork MPM and Apache 1.3's defaults, the paper's
+/// kind of server: 5 processes at the start, 5 to 10 spare, at most 150,
+/// listen backlog 511, no keep-alive.
+fn apache(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> {
+    let conf = dir.join("httpd.conf");
+    let m = "/usr/lib/apache2/modules";
+    std::fs::write(
+        &conf,
+        format!(
+            "ServerRoot {d}\nDefaultRuntimeDir {d}\nPidFile {d}/httpd.pid\nErrorLog {d}/apache-error.log\n\
+             LogLevel warn\nLoadModule mpm_prefork_module {m}/mod_mpm_prefork.so\n\
+             LoadModule authz_core_module {m}/mod_authz_core.so\nUser www-data\nGroup www-data\n\
+             ServerName localhost\nListen 127.0.0.1:{port}\nListenBacklog 511\nStartServers 5\n\
+             MinSpareServers 5\nMaxSpareServers 10\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0\n\
+             KeepAlive Off\nDocumentRoot {r}\n<Directory {r}>\n  Require all granted\n</Directory>\n",
+            d = dir.display(),
+            r = root.display()
+        ),
+    )
+    .map_err(|e| input("httpd.conf", e))?;
+    let child = ns
+        .command(&["apache2", "-f", &conf.to_string_lossy(), "-DFOREGROUND"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| input("apache2 (scripts/install-deps.sh installs it)", e))?;
+    let v = version(ns, &["apache2", "-v"]);
+    Ok(Server {
+        name: "apache",
+        child,
+        port,
+        ns: ns.name().to_string(),
+        setup: format!(
+            "{v}, prefork: StartServers 5, Min/MaxSpareServers 5/10, MaxRequestWorkers 150, ListenBacklog 511, KeepAlive Off (Apache 1.3's defaults)"
+        ),
+    })
+}
+
+/// Waits until something accepts on 127.0.0.1:`port` in `ns`.
+fn wait_ready(ns: &Namespace, port: u16) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let ok = ns
+            .command(&["bash", "-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{port}")])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Error::input(format!(
+                "bench web-paper: nothing listens on 127.0.0.1:{port} after 15 s"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Runs `kansoku ARGS` in `ns` and reads the JSON object on the last line
+/// of `stream` (stdout, or stderr for `kansoku delay -- COMMAND`).
+fn kansoku_json(ns: &Namespace, args: &[String], on_stderr: bool) -> Result<(Value, String)> {
+    let exe = std::env::current_exe().map_err(|e| input("own executable", e))?;
+    let mut argv: Vec<&str> = vec![exe.to_str().unwrap_or("kansoku")];
+    argv.extend(args.iter().map(String::as_str));
+    let out = ns
+        .command(&argv)
+        .output()
+        .map_err(|e| input("kansoku", e))?;
+    let (json, other) = if on_stderr {
+        (&out.stderr, &out.stdout)
+    } else {
+        (&out.stdout, &out.stderr)
+    };
+    let text = String::from_utf8_lossy(json);
+    let line = text.lines().rev().find(|l| l.starts_with('{'));
+    match line.and_then(|l| serde_json::from_str(l).ok()) {
+        Some(v) => Ok((v, String::from_utf8_lossy(other).into_owned())),
+        None => Err(Error::input(format!(
+            "bench web-paper: kansoku {} gave no report (exit {:?}): {}{}",
+            args.join(" "),
+            out.status.code(),
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+    }
+}
+
+fn f(v: &Value, path: &[&str]) -> f64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_f64().unwrap_or(f64::NAN)
+}
+
+/// A number from httperf's output: the word after `key`, the `n`-th.
+fn httperf_figure(text: &str, key: &str, n: usize) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|rest| rest.split_whitespace().nth(n))
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// The delays of the runs: `(label, --delay value)`.
+fn delays(profile: &Path) -> [(&'static str, Option<String>); 3] {
+    [
+        ("none", None),
+        ("const 48 ms", Some("const:48ms".into())),
+        (
+            "100-quantile profile",
+            Some(format!("cdf:{}", profile.display())),
+        ),
+    ]
+}
+
+fn experiment_1(
+    a: &BenchWebPaperArgs,
+    ns: &Namespace,
+    s: &Server,
+    dir: &Path,
+    out: &mut dyn Write,
+    report: &mut Report,
+    stop: &AtomicBool,
+) -> Result<Value> {
+    let url = format!("http://127.0.0.1:{}/10k.html", s.port);
+    writeln!(
+        out,
+        "\n### Experiment 1, {}: 10 KB, 110 requests/s, 100 clients, a connection per request, {} s a run\n",
+        s.name, a.exp1_seconds
+    )?;
+    writeln!(out, "| run | delay | req/s | errors | lifetime ms (client) | in progress at the server | max | Little's law | measured / predicted | resets | delay line |")?;
+    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    let mut rows = Vec::new();
+    let runs = [("1-1", 0), ("1-2", 1), ("1-5", 2)];
+    for (run, d) in runs {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let (label, delay) = &delays(&a.profile)[d];
+        let rtts = dir.join(format!("exp1-{}-{run}-server-rtts.cdf", s.name));
+        let mut args: Vec<String> = vec![
+            "webbench".into(),
+            url.clone(),
+            "--rate".into(),
+            "110".into(),
+            "--clients".into(),
+            "100".into(),
+            "-d".into(),
+            format!("{}s", a.exp1_seconds),
+            "--observe".into(),
+            "lo".into(),
+            "--json".into(),
+            "--series".into(),
+            dir.join(format!("exp1-{}-{run}-series.csv", s.name))
+                .to_string_lossy()
+                .into_owned(),
+        ];
+        if let Some(d) = delay {
+            args.extend([
+                "--delay".into(),
+                d.clone(),
+                "--server-rtts".into(),
+                rtts.to_string_lossy().into_owned(),
+            ]);
+        }
+        let (v, _) = kansoku_json(ns, &args, false)?;
+        let step = &v["steps"][0];
+        let errors: u64 = v["results"]["errors"]
+            .as_object()
+            .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+        let valid = v["delay_line"]["valid"].as_bool();
+        if valid == Some(false) {
+            report
+                .problems
+                .push(format!("{} run {run}: the delay line was invalid", s.name));
+        }
+        writeln!(
+            out,
+            "| {run} kansoku | {label} | {:.1} | {errors} | {:.1} | {:.2} | {} | {:.2} | {:.3} | {} | {} |",
+            f(&v, &["results", "requests_per_second"]),
+            f(&v, &["results", "lifetime", "mean_ms"]),
+            f(step, &["little", "measured"]),
+            step["server"]["max_in_progress"],
+            f(step, &["little", "predicted"]),
+            f(step, &["little", "ratio"]),
+            f(step, &["server", "resets_by_server"]) + f(step, &["server", "resets_by_client"]),
+            match valid {
+                None => "-",
+                Some(true) => "valid",
+                Some(false) => "INVALID",
+            }
+        )?;
+        rows.push(serde_json::json!({"run": run, "delay": label, "tool": "kansoku", "report": v}));
+    }
+    if a.no_httperf {
+        return Ok(Value::Array(rows));
+    }
+    // httperf (runs 1-3, 1-4): one source address, 127.0.0.1, delayed as
+    // a client by kansoku delay; the server watched by the same tap.
+    let conns = (110 * a.exp1_seconds).to_string();
+    for (run, profile) in [("1-3", "none"), ("1-4", "const:48ms")] {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let args: Vec<String> = [
+            "delay",
+            "--clients",
+            "127.0.0.1",
+            "--profile",
+            profile,
+            "--server",
+            &format!("127.0.0.1:{}", s.port),
+            "--observe",
+            "lo",
+            "--json",
+            "--",
+            "httperf",
+            "--server",
+            "127.0.0.1",
+            "--port",
+            &s.port.to_string(),
+            "--uri",
+            "/10k.html",
+            "--rate",
+            "110",
+            "--num-conns",
+            &conns,
+            "--timeout",
+            "10",
+            "--hog",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        let (v, text) = kansoku_json(ns, &args, true)?;
+        let lifetime = httperf_figure(&text, "Connection time [ms]: min", 2);
+        let rate = httperf_figure(&text, "Request rate:", 0);
+        let errors = httperf_figure(&text, "Errors: total", 0);
+        let srv = &v["server"];
+        let predicted = f(srv, &["arrival_rate"]) * lifetime / 1e3;
+        let measured = f(srv, &["mean_in_progress"]);
+        writeln!(
+            out,
+            "| {run} httperf | {} | {rate:.1} | {errors} | {lifetime:.1} | {measured:.2} | {} | {predicted:.2} | {:.3} | {} | {} |",
+            if profile == "none" { "none" } else { "const 48 ms" },
+            srv["max_in_progress"],
+            measured / predicted,
+            f(srv, &["resets_by_server"]) + f(srv, &["resets_by_client"]),
+            if v["delay_line"]["valid"].as_bool() == Some(true) { "valid" } else { "INVALID" }
+        )?;
+        rows.push(serde_json::json!({"run": run, "delay": profile, "tool": "httperf", "report": v, "httperf": text}));
+    }
+    Ok(Value::Array(rows))
+}
+
+fn experiment_2(
+    a: &BenchWebPaperArgs,
+    ns: &Namespace,
+    s: &Server,
+    dir: &Path,
+    out: &mut dyn Write,
+    stop: &AtomicBool,
+) -> Result<Value> {
+    let url = format!("http://127.0.0.1:{}/2k.html", s.port);
+    let steps: Vec<String> = a.steps.iter().map(u64::to_string).collect();
+    let mut all = Vec::new();
+    for (run, d) in [("2-1", 0), ("2-2", 2)] {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let (label, delay) = &delays(&a.profile)[d];
+        writeln!(
+            out,
+            "\n### Experiment 2, {}, run {run} ({label}): 2 KB, fixed concurrency, {} s a step, {} s between\n",
+            s.name, a.step_seconds, a.cooldown_seconds
+        )?;
+        let mut args: Vec<String> = vec![
+            "webbench".into(),
+            url.clone(),
+            "-c".into(),
+            steps.join(","),
+            "-d".into(),
+            format!("{}s", a.step_seconds),
+            "--cooldown".into(),
+            format!("{}s", a.cooldown_seconds),
+            "--clients".into(),
+            "100".into(),
+            "--observe".into(),
+            "lo".into(),
+            "--json".into(),
+            "--series".into(),
+            dir.join(format!("exp2-{}-{run}-series.csv", s.name))
+                .to_string_lossy()
+                .into_owned(),
+        ];
+        if let Some(d) = delay {
+            args.extend(["--delay".into(), d.clone()]);
+        }
+        let (v, _) = kansoku_json(ns, &args, false)?;
+        writeln!(out, "| connections | req/s | arrivals/s | in progress | Little's law | reset rate | resets (server/client) | ListenOverflows | connect p50 / p99 ms | connects > 1 s | errors | generator busy |")?;
+        writeln!(
+            out,
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        )?;
+        for st in v["steps"].as_array().into_iter().flatten() {
+            let errors: u64 = st["results"]["errors"]
+                .as_object()
+                .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+            let slow: u64 = st["results"]["connect_buckets"]
+                .as_array()
+                .map_or(0, |b| b.iter().skip(1).filter_map(Value::as_u64).sum());
+            writeln!(
+                out,
+                "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.4} | {}/{} | {} | {:.1} / {:.1} | {slow} | {errors} | {:.0}% |",
+                st["connections"],
+                f(st, &["results", "requests_per_second"]),
+                f(st, &["server", "arrival_rate"]),
+                f(st, &["little", "measured"]),
+                f(st, &["little", "predicted"]),
+                f(st, &["server", "reset_rate"]),
+                st["server"]["resets_by_server"],
+                st["server"]["resets_by_client"],
+                st["host"]["counters"]["TcpExt:ListenOverflows"],
+                f(st, &["results", "connect", "p50_ms"]),
+                f(st, &["results", "connect", "p99_ms"]),
+                f(st, &["results", "generator_busy"]) * 100.0,
+            )?;
+        }
+        all.push(serde_json::json!({"run": run, "delay": label, "report": v}));
+    }
+    Ok(Value::Array(all))
+}
+
+pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
+    if !a.profile.is_file() {
+        return Err(Error::input(format!(
+            "{}: no such profile (bench/web-rtt.cdf in the repository)",
+            a.profile.display()
+        )));
+    }
+    let profile = a
+        .profile
+        .canonicalize()
+        .map_err(|e| input(&a.profile.display().to_string(), e))?;
+    let a = &BenchWebPaperArgs {
+        profile,
+        ..a.clone()
+    };
+    let ns = Namespace::create("kwp").map_err(|e| input("network namespace (root)", e))?;
+    let dir = match &a.out {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| input(&d.display().to_string(), e))?;
+            d.clone()
+        }
+        None => std::env::temp_dir().join(format!("kansoku-web-paper-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| input(&dir.display().to_string(), e))?;
+    // The servers run as www-data (Apache) and read the files from here.
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).map_err(|e| input("www", e))?;
+    let fill = |n: usize| {
+        (0..n)
+            .map(|i| b"kansoku-paper004-"[i % 17])
+            .collect::<Vec<u8>>()
+    };
+    std::fs::write(www.join("10k.html"), fill(10 * 1024)).map_err(|e| input("10k.html", e))?;
+    std::fs::write(www.join("2k.html"), fill(2 * 1024)).map_err(|e| input("2k.html", e))?;
+    for p in [&dir, &www] {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+    }
+    let somaxconn = ns
+        .exec(&["cat", "/proc/sys/net/core/somaxconn"])
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "# bench web-paper: paper 004's experiments 1 and 2 on this host\n\nKernel: somaxconn {somaxconn} (the namespace's); \
+         profile: {} (mean/median of the 100 clients' round trips printed by kansoku delay); files in {}",
+        a.profile.display(),
+        dir.display()
+    )?;
+    let mut report = Report::default();
+    let mut results = Vec::new();
+    let base = 18_000 + (std::process::id() % 1000) as u16 * 2;
+    for (i, name) in a.servers.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let port = base + i as u16;
+        let server = match name.as_str() {
+            "nginx" => nginx(&ns, &dir, &www, port)?,
+            "apache" => apache(&ns, &dir, &www, port)?,
+            other => {
+                return Err(Error::usage(format!(
+                    "--servers: {other:?} (nginx, apache)"
+                )))
+            }
+        };
+        wait_ready(&ns, port)?;
+        writeln!(out, "\n## {}\n\n{}", server.name, server.setup)?;
+        let mut r = serde_json::json!({"server": server.name, "setup": server.setup});
+        if a.experiments.contains(&1) {
+            r["experiment_1"] = experiment_1(a, &ns, &server, &dir, out, &mut report, stop)?;
+        }
+        if a.experiments.contains(&2) {
+            r["experiment_2"] = experiment_2(a, &ns, &server, &dir, out, stop)?;
+        }
+        results.push(r);
+    }
+    if stop.load(Ordering::Relaxed) {
+        report.problems.push("stopped before the end".into());
+    }
+    if let Some(d) = &a.out {
+        let path: PathBuf = d.join("web-paper.json");
+        std::fs::write(
+            &path,
+            serde_json::to_vec(&serde_json::json!({"somaxconn": somaxconn, "servers": results}))
+                .unwrap_or_default(),
+        )
+        .map_err(|e| Error::output(path.display().to_string(), &e))?;
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(report)
+}
