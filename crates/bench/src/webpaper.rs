@@ -29,6 +29,7 @@ use pipeline::{Error, Report, Result};
 use serde_json::Value;
 
 use crate::args::BenchWebPaperArgs;
+use crate::plot::{LineChart, Series};
 
 /// A web server running in the namespace, stopped when dropped: SIGTERM to
 /// its master (which stops its workers), then SIGKILL to whatever is left
@@ -304,7 +305,9 @@ fn experiment_1(
         writeln!(
             out,
             "| {run} kansoku | {label} | {:.1} | {errors} | {:.1} | {:.2} | {} | {:.2} | {:.3} | {} | {} |",
-            f(&v, &["results", "requests_per_second"]),
+            // Answered over the run's asked length (the clients' own
+            // figure counts the last answers' wait too).
+            f(&v, &["results", "answered"]) / a.exp1_seconds as f64,
             f(&v, &["results", "lifetime", "mean_ms"]),
             f(step, &["little", "measured"]),
             step["server"]["max_in_progress"],
@@ -458,6 +461,196 @@ fn experiment_2(
     Ok(Value::Array(all))
 }
 
+/// The top of a y axis: a little above the largest value.
+fn top(values: impl Iterator<Item = f64>) -> f64 {
+    let m = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
+    if m <= 0.0 {
+        1.0
+    } else {
+        m * 1.1
+    }
+}
+
+fn chart<'a>(
+    title: String,
+    x: std::ops::Range<f64>,
+    y: f64,
+    xd: &'a str,
+    yd: &'a str,
+    series: Vec<Series>,
+) -> LineChart<'a> {
+    LineChart {
+        title,
+        x,
+        y: 0.0..y,
+        x_desc: Some(xd),
+        y_desc: Some(yd),
+        x_labels: None,
+        x_label_formatter: None,
+        y_label_area: 60,
+        legend: plotters::chart::SeriesLabelPosition::UpperLeft,
+        series,
+    }
+}
+
+/// Experiment 1's connections in progress over time, a line per run
+/// (Fig. 3.7's panels in one chart).
+fn plot_exp1(rows: &Value, server: &str, dir: &Path) -> Result<PathBuf> {
+    let mut series = Vec::new();
+    let mut x1: f64 = 1.0;
+    for (i, r) in rows.as_array().into_iter().flatten().enumerate() {
+        let points: Vec<(f64, f64)> = r["report"]["series"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some((p[0].as_f64()?, p[1]["mean_in_progress"].as_f64()?)))
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        x1 = x1.max(points.last().map_or(1.0, |p| p.0));
+        let label = format!(
+            "{} {} ({})",
+            r["run"].as_str().unwrap_or(""),
+            r["tool"].as_str().unwrap_or(""),
+            r["delay"].as_str().unwrap_or("")
+        );
+        series.push(Series::new(label, points, i));
+    }
+    let y = top(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+    let path = dir.join(format!("exp1-{server}-in-progress.svg"));
+    chart(
+        format!(
+            "Experiment 1, {server}: connections in progress at the server (110 requests/s, 10 KB)"
+        ),
+        0.0..x1,
+        y,
+        "seconds",
+        "connections in progress",
+        series,
+    )
+    .draw_file(&path)?;
+    Ok(path)
+}
+
+/// Experiment 2 over the concurrency steps: connections in progress and
+/// request rate, and the reset rate, for both runs.
+fn plot_exp2(runs: &Value, server: &str, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    type Pick = fn(&Value) -> f64;
+    let figures: [(&str, &str, Pick); 3] = [
+        (
+            "in-progress",
+            "connections in progress at the server",
+            |st| f(st, &["little", "measured"]),
+        ),
+        ("requests", "requests/s", |st| {
+            f(st, &["results", "requests_per_second"])
+        }),
+        ("resets", "resets per connection arrived", |st| {
+            f(st, &["server", "reset_rate"])
+        }),
+    ];
+    for (name, what, pick) in figures {
+        let mut series = Vec::new();
+        let mut x1: f64 = 1.0;
+        for (i, r) in runs.as_array().into_iter().flatten().enumerate() {
+            let points: Vec<(f64, f64)> = r["report"]["steps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|st| Some((st["connections"].as_f64()?, pick(st))))
+                .filter(|p| p.1.is_finite())
+                .collect();
+            x1 = x1.max(points.last().map_or(1.0, |p| p.0));
+            let mut s = Series::new(
+                format!(
+                    "{} ({})",
+                    r["run"].as_str().unwrap_or(""),
+                    r["delay"].as_str().unwrap_or("")
+                ),
+                points,
+                i,
+            );
+            s.markers = true;
+            series.push(s);
+        }
+        let y = top(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+        let path = dir.join(format!("exp2-{server}-{name}.svg"));
+        chart(
+            format!("Experiment 2, {server}: {what} (2 KB, fixed concurrency)"),
+            0.0..x1,
+            y,
+            "concurrent connections of the generator",
+            what,
+            series,
+        )
+        .draw_file(&path)?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// The points of a CDF file (RTT_MS FRACTION lines).
+fn cdf_points(path: &Path) -> Vec<(f64, f64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace().map(|x| x.parse::<f64>().ok());
+            Some((w.next()??, w.next()??))
+        })
+        .collect()
+}
+
+/// Fig. 3.6's check: the round trips the server saw (run 1-5's handshakes)
+/// against the profile, as CDFs over log10 of the round trip.
+fn plot_rtt_overlay(
+    profile: &Path,
+    seen: &Path,
+    server: &str,
+    dir: &Path,
+) -> Result<Option<PathBuf>> {
+    let seen = cdf_points(seen);
+    if seen.is_empty() {
+        return Ok(None);
+    }
+    let log = |v: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
+        v.into_iter()
+            .filter(|p| p.0 > 0.0)
+            .map(|(ms, q)| (ms.log10(), q))
+            .collect()
+    };
+    let prof = log(cdf_points(profile));
+    let seen = log(seen);
+    let (x0, x1) = prof
+        .iter()
+        .chain(&seen)
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let fmt = |x: &f64| {
+        format!("{:.3}", 10f64.powf(*x))
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    };
+    let path = dir.join(format!("rtt-overlay-{server}.svg"));
+    let mut c = chart(
+        format!("Round trips: the profile and what {server} saw (SYN-ACK to ACK), run 1-5"),
+        x0.floor()..x1.ceil(),
+        1.02,
+        "round trip (ms, log scale)",
+        "fraction",
+        vec![
+            Series::new("profile (bench/web-rtt.cdf)", prof, 0),
+            Series::new("seen at the server, 100 clients", seen, 1),
+        ],
+    );
+    c.x_label_formatter = Some(&fmt);
+    c.draw_file(&path)?;
+    Ok(Some(path))
+}
+
 pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
     if !a.profile.is_file() {
         return Err(Error::input(format!(
@@ -527,11 +720,28 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
         wait_ready(&ns, port)?;
         writeln!(out, "\n## {}\n\n{}", server.name, server.setup)?;
         let mut r = serde_json::json!({"server": server.name, "setup": server.setup});
+        let mut plots = Vec::new();
         if a.experiments.contains(&1) {
-            r["experiment_1"] = experiment_1(a, &ns, &server, &dir, out, &mut report, stop)?;
+            let rows = experiment_1(a, &ns, &server, &dir, out, &mut report, stop)?;
+            if a.out.is_some() {
+                plots.push(plot_exp1(&rows, server.name, &dir)?);
+                let seen = dir.join(format!("exp1-{}-1-5-server-rtts.cdf", server.name));
+                plots.extend(plot_rtt_overlay(&a.profile, &seen, server.name, &dir)?);
+            }
+            r["experiment_1"] = rows;
         }
         if a.experiments.contains(&2) {
-            r["experiment_2"] = experiment_2(a, &ns, &server, &dir, out, stop)?;
+            let runs = experiment_2(a, &ns, &server, &dir, out, stop)?;
+            if a.out.is_some() {
+                plots.extend(plot_exp2(&runs, server.name, &dir)?);
+            }
+            r["experiment_2"] = runs;
+        }
+        if !plots.is_empty() {
+            writeln!(out, "\nPlots:")?;
+            for p in &plots {
+                writeln!(out, "- {}", p.display())?;
+            }
         }
         results.push(r);
     }
