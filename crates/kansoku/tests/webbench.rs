@@ -488,6 +488,11 @@ fn an_untrusted_certificate_is_a_tls_error_and_cacert_trusts_its_ca() {
         (vec![url.as_str(), "--cacert", p(&c.key)], "no certificate"),
         (vec!["http://127.0.0.1:1/", "-k"], "https://"),
         (
+            vec!["http://127.0.0.1:1/", "--http2", "--streams", "4"],
+            "--keep-alive",
+        ),
+        (vec!["http://127.0.0.1:1/", "--streams", "4"], "--http2"),
+        (
             vec![url.as_str(), "-k", "--cacert", p(&c.ca)],
             "cannot be used",
         ),
