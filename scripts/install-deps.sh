@@ -3,7 +3,7 @@
 # tshark (the independent reader the tests check every written file with),
 # tcpdump, the lz4 and zstd command-line tools (benchmark baselines), ping and iproute2, scapy (the IPsec
 # tests' independent stack, from PyPI), and the unmodified programs the IPsec gateway's end-to-end test runs
-# through it: curl, python3 (its http.server) and iperf3; iptables and openssl for kansoku delay; and for `kansoku bench ipsec --part link`,
+# through it: curl, python3 (its http.server) and iperf3; iptables and openssl for kansoku delay; nginx for webbench's HTTP/2; and for `kansoku bench ipsec --part link`,
 # boringtun-cli (a userspace WireGuard tunnel, built from crates.io into ~/.cargo/bin) and wg
 # (wireguard-tools, which keys it), the tunnel the bench runs beside kansoku's.
 # (Plots need no font package: DejaVu Sans is embedded from the dejavu crate.)
@@ -26,7 +26,8 @@ command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 command -v iptables-restore >/dev/null 2>&1 || need+=(iptables)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # kansoku bench web runs wrk beside kansoku webbench; bench web-paper runs
-# nginx and Apache (prefork) in a namespace of their own, and httperf.
+# nginx and Apache (prefork) in a namespace of their own, and httperf;
+# webbench --http2's tests speak HTTP/2 to nginx (over TLS and h2c).
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v nginx >/dev/null 2>&1 || need+=(nginx-light)
 command -v apache2 >/dev/null 2>&1 || need+=(apache2)

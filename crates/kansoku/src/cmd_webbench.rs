@@ -1,8 +1,10 @@
 //! `kansoku webbench`: the command-line side of the `webbench` crate (and
 //! of `delay`, whose line it runs under the clients when `--delay` is
 //! given). A URL that cannot be reached is an input error (exit 2) before
-//! any load; failed requests during the run are results, counted by class;
-//! an invalid delay line (a packet dropped or undelayed) exits 1.
+//! any load; failed requests during the run are results, counted by class
+//! (a certificate the client rejects among them: `tls` errors, exit 0, as
+//! a refused connection); an invalid delay line (a packet dropped or
+//! undelayed) exits 1.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -14,7 +16,7 @@ use delay::{DelayConfig, DelayReport, Profile, Running};
 use pipeline::{display_path, Error, Report};
 use serde::Serialize;
 use webbench::session::{describe, SessionPlan, SessionResult};
-use webbench::{Model, Plan, Record, Results, Target};
+use webbench::{Model, Plan, Record, Results, Target, TlsOptions, Verify};
 
 use crate::args::WebbenchArgs;
 use crate::signals;
@@ -23,6 +25,7 @@ use crate::signals;
 struct Output<'a> {
     url: &'a str,
     model: String,
+    protocol: String,
     threads: usize,
     keep_alive: bool,
     clients: usize,
@@ -37,6 +40,36 @@ struct Output<'a> {
 
 pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
     let target = Target::parse(&args.url).map_err(Error::input)?;
+    if !target.https && (args.tls_version.is_some() || args.insecure || args.cacert.is_some()) {
+        return Err(Error::usage(
+            "--tls-version, --insecure and --cacert are for https:// URLs",
+        ));
+    }
+    let streams = args.streams.unwrap_or(1) as usize;
+    if streams > 1 && !args.keep_alive {
+        return Err(Error::usage(
+            "--streams needs --keep-alive (without it a connection carries one request)",
+        ));
+    }
+    let tls = TlsOptions {
+        versions: args.tls_version.unwrap_or_default(),
+        verify: match (&args.cacert, args.insecure) {
+            (Some(path), _) => {
+                Verify::Roots(webbench::tls::load_pem_certificates(path).map_err(Error::input)?)
+            }
+            (None, true) => Verify::Insecure,
+            (None, false) => Verify::WebPkiRoots,
+        },
+    };
+    let protocol = match (args.http2, target.https) {
+        (false, false) => "HTTP/1.1".to_string(),
+        (false, true) => "HTTP/1.1 over TLS".to_string(),
+        (true, https) => format!(
+            "HTTP/2 {}, {streams} stream{} a connection",
+            if https { "over TLS" } else { "cleartext (h2c)" },
+            if streams == 1 { "" } else { "s" }
+        ),
+    };
     let steps: Vec<Model> = match (args.rate, &args.connections) {
         (Some(rate), _) => vec![Model::Open {
             rate,
@@ -84,6 +117,9 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
         target,
         model,
         keep_alive: args.keep_alive,
+        http2: args.http2,
+        streams,
+        tls,
         duration,
         requests: args.requests,
         clients: clients.clone(),
@@ -171,6 +207,7 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
         } else {
             describe(&model)
         },
+        protocol,
         threads,
         keep_alive: args.keep_alive,
         clients: clients.len(),
@@ -189,7 +226,7 @@ fn write_records(path: &Path, records: &[Record], clients: &[IpAddr]) -> io::Res
     let mut w = BufWriter::new(File::create(path)?);
     writeln!(
         w,
-        "client,scheduled_us,connect_start_us,connect_done_us,request_sent_us,first_byte_us,last_byte_us,close_us,status,body_bytes,reused,error"
+        "client,scheduled_us,connect_start_us,connect_done_us,tls_done_us,request_sent_us,first_byte_us,last_byte_us,close_us,status,body_bytes,reused,error"
     )?;
     for r in records {
         let client = clients
@@ -197,10 +234,11 @@ fn write_records(path: &Path, records: &[Record], clients: &[IpAddr]) -> io::Res
             .map_or_else(String::new, |a| a.to_string());
         writeln!(
             w,
-            "{client},{},{},{},{},{},{},{},{},{},{},{}",
+            "{client},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.scheduled,
             r.connect_start,
             r.connect_done,
+            r.tls_done,
             r.request_sent,
             r.first_byte,
             r.last_byte,
@@ -249,9 +287,10 @@ fn print(w: &mut dyn Write, out: &Output<'_>, json: bool) -> io::Result<()> {
     let r = out.results;
     writeln!(
         w,
-        "webbench: {} ({}; {} threads; {}; {} client addresses{})",
+        "webbench: {} ({}; {}; {} threads; {}; {} client addresses{})",
         out.url,
         out.model,
+        out.protocol,
         out.threads,
         if out.keep_alive {
             "keep-alive"
@@ -280,6 +319,17 @@ fn print(w: &mut dyn Write, out: &Output<'_>, json: bool) -> io::Result<()> {
             String::new()
         }
     )?;
+    for (class, why) in &r.first_errors {
+        writeln!(w, "  first {class} error: {why}")?;
+    }
+    if !r.tls_versions.is_empty() {
+        let versions: Vec<String> = r
+            .tls_versions
+            .iter()
+            .map(|(v, n)| format!("{n} TLS {v}"))
+            .collect();
+        writeln!(w, "  handshakes: {}", versions.join(", "))?;
+    }
     writeln!(
         w,
         "  {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
@@ -288,6 +338,7 @@ fn print(w: &mut dyn Write, out: &Output<'_>, json: bool) -> io::Result<()> {
     for (name, p) in [
         ("latency", &r.latency),
         ("connect", &r.connect),
+        ("tls", &r.tls),
         ("first byte", &r.first_byte),
     ] {
         writeln!(

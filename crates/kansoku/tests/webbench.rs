@@ -3,7 +3,11 @@
 //! counts, connections with and without keep-alive, the open model's rate,
 //! round-robin client addresses, per-request records in order, bad URLs;
 //! and, as root, a delay line under the clients whose round trip the
-//! connect times show.
+//! connect times show. HTTPS against the same server wrapped in python's
+//! ssl (a certificate from a CA made by openssl): TLS 1.2 and 1.3, the
+//! handshake's times, certificates rejected and trusted. HTTP/2 against
+//! nginx (over TLS with ALPN h2, and h2c), whose access log says which
+//! protocol it spoke; and servers that answer with garbage.
 
 mod common;
 
@@ -28,7 +32,23 @@ impl Drop for Server {
 /// python3's http.server on 127.0.0.1, a free port, serving `dir`
 /// (HTTP/1.1, so connections stay open when asked).
 fn server(dir: &std::path::Path) -> Server {
+    server_with(dir, None)
+}
+
+/// The same, over TLS with `certs`' server certificate (python's ssl
+/// allows TLS 1.2 and 1.3).
+fn server_with(dir: &std::path::Path, certs: Option<&Certs>) -> Server {
     std::fs::write(dir.join("index.html"), vec![b'x'; 2048]).unwrap();
+    let tls = certs.map_or_else(String::new, |c| {
+        format!(
+            "import ssl\n\
+             c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+             c.load_cert_chain({:?}, {:?})\n\
+             s.socket = c.wrap_socket(s.socket, server_side=True)\n",
+            p(&c.cert),
+            p(&c.key)
+        )
+    });
     let script = format!(
         "import http.server, functools, sys\n\
          class H(http.server.SimpleHTTPRequestHandler):\n\
@@ -36,6 +56,7 @@ fn server(dir: &std::path::Path) -> Server {
          \x20   def log_message(self, *a): pass\n\
          h = functools.partial(H, directory={:?})\n\
          s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+         {tls}\
          print(s.server_address[1], flush=True)\n\
          s.serve_forever()\n",
         p(dir)
@@ -117,13 +138,18 @@ fn records_are_in_order_and_clients_take_turns() {
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
         *per_client.entry(f[0].to_string()).or_default() += 1;
-        let t: Vec<u64> = f[2..8].iter().map(|x| x.parse().unwrap()).collect();
+        // No TLS: tls_done is 0; the other times in order.
+        assert_eq!(f[4], "0", "{l}");
+        let t: Vec<u64> = [2, 3, 5, 6, 7, 8]
+            .iter()
+            .map(|&i| f[i].parse().unwrap())
+            .collect();
         assert!(
             t.windows(2).all(|w| w[0] <= w[1]),
             "times out of order: {l}"
         );
         assert!(t[0] >= f[1].parse::<u64>().unwrap(), "{l}");
-        assert_eq!(f[8], "200");
+        assert_eq!(f[9], "200");
         n += 1;
     }
     assert_eq!(n, 50);
@@ -434,4 +460,524 @@ fn bench_web_paper_runs_experiment_1_against_nginx_and_leaves_nothing_behind() {
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let ns = String::from_utf8_lossy(&ns.stdout);
     assert!(!ns.lines().any(|l| l.starts_with("kwp-")), "{ns}");
+
+/// A CA and a server certificate it signed for 127.0.0.1 and localhost
+/// (webpki wants the name in subjectAltName, and a leaf that is no CA),
+/// made by openssl.
+struct Certs {
+    ca: std::path::PathBuf,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+}
+
+fn certs(dir: &std::path::Path) -> Certs {
+    let f = |name: &str| dir.join(name);
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl (scripts/install-deps.sh installs it)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let (ca_key, csr, ext) = (f("ca.key"), f("server.csr"), f("server.ext"));
+    let c = Certs {
+        ca: f("ca.pem"),
+        cert: f("cert.pem"),
+        key: f("key.pem"),
+    };
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-days", "1", "-subj", "/CN=kansoku test CA"],
+            &["-keyout", p(&ca_key), "-out", p(&c.ca)],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                p(&c.key),
+                "-out",
+                p(&csr),
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        p(&csr),
+        "-CA",
+        p(&c.ca),
+        "-CAkey",
+        p(&ca_key),
+        "-set_serial",
+        "1",
+        "-days",
+        "1",
+        "-extfile",
+        p(&ext),
+        "-out",
+        p(&c.cert),
+    ]);
+    c
+}
+
+/// The records CSV's rows, split.
+fn rows(csv: &std::path::Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(csv).unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with(
+        "client,scheduled_us,connect_start_us,connect_done_us,tls_done_us,request_sent_us"
+    ));
+    lines
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn https_answers_every_request_and_times_the_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path());
+    let s = server_with(dir.path(), Some(&c));
+    let url = format!("https://127.0.0.1:{}/index.html", s.port);
+    let csv = dir.path().join("records.csv");
+    let (v, _) = webbench(&[
+        &url,
+        "-k",
+        "-c",
+        "4",
+        "-n",
+        "60",
+        "-t",
+        "2",
+        "--records",
+        p(&csv),
+    ]);
+    let r = &v["results"];
+    assert_eq!(v["protocol"], "HTTP/1.1 over TLS", "{v}");
+    assert_eq!(r["answered"], 60, "{v}");
+    assert_eq!(r["ok"], 60);
+    assert_eq!(r["status"]["200"], 60);
+    assert_eq!(r["body_bytes"], 60 * 2048);
+    assert_eq!(r["connections"], 60);
+    assert!(r["errors"].as_object().unwrap().is_empty(), "{v}");
+    // A handshake per connection, each timed; python's ssl and rustls
+    // agree on TLS 1.3 when both are offered.
+    assert_eq!(r["tls"]["count"], 60, "{v}");
+    assert!(r["tls"]["p50_ms"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(r["tls_versions"], serde_json::json!({"1.3": 60}), "{v}");
+    let rows = rows(&csv);
+    assert_eq!(rows.len(), 60);
+    for f in &rows {
+        let t = |i: usize| f[i].parse::<u64>().unwrap();
+        let (connect_done, tls_done, request_sent) = (t(3), t(4), t(5));
+        assert!(
+            connect_done > 0 && connect_done <= tls_done && tls_done <= request_sent,
+            "tls_done not between connect_done and request_sent: {f:?}"
+        );
+        assert_eq!((f[9].as_str(), f[10].as_str()), ("200", "2048"), "{f:?}");
+    }
+    // Keep-alive: two connections, two handshakes, all answered.
+    let (v, _) = webbench(&[&url, "-k", "-c", "2", "-n", "40", "-t", "1", "--keep-alive"]);
+    let r = &v["results"];
+    assert_eq!(r["answered"], 40, "{v}");
+    assert_eq!(r["connections"], 2, "{v}");
+    assert_eq!(r["tls"]["count"], 2, "{v}");
+}
+
+#[test]
+fn tls_1_2_and_1_3_are_each_agreed_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path());
+    let s = server_with(dir.path(), Some(&c));
+    let url = format!("https://127.0.0.1:{}/index.html", s.port);
+    for version in ["1.2", "1.3"] {
+        let (v, _) = webbench(&[&url, "-k", "-c", "2", "-n", "10", "--tls-version", version]);
+        let r = &v["results"];
+        assert_eq!(r["answered"], 10, "{version}: {v}");
+        assert_eq!(r["body_bytes"], 10 * 2048, "{version}: {v}");
+        assert_eq!(r["tls_versions"], serde_json::json!({ version: 10 }), "{v}");
+    }
+    let out = run(&["webbench", &url, "-k", "--tls-version", "1.1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn an_untrusted_certificate_is_a_tls_error_and_cacert_trusts_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path());
+    let s = server_with(dir.path(), Some(&c));
+    let url = format!("https://127.0.0.1:{}/index.html", s.port);
+    // Mozilla's roots do not know the test CA: every handshake fails, and
+    // failed requests are results (exit 0), as refused connections are.
+    let (v, _) = webbench(&[&url, "-c", "2", "-n", "6"]);
+    let r = &v["results"];
+    assert_eq!(r["answered"], 0, "{v}");
+    assert_eq!(r["errors"], serde_json::json!({"tls": 6}), "{v}");
+    let why = r["first_errors"]["tls"].as_str().unwrap();
+    assert!(why.contains("certificate"), "{why}");
+    let (v, _) = webbench(&[&url, "-c", "2", "-n", "6", "--cacert", p(&c.ca)]);
+    assert_eq!(v["results"]["answered"], 6, "{v}");
+    assert_eq!(v["results"]["ok"], 6, "{v}");
+    // The CA is for the issuer, not the server's own certificate's key: a
+    // file of the wrong certificate does not help.
+    let (v, _) = webbench(&[&url, "-n", "2", "--cacert", p(&c.cert)]);
+    assert_eq!(v["results"]["errors"]["tls"], 2, "{v}");
+    // Bad flags: input and usage errors.
+    for (args, expect) in [
+        (
+            vec![url.as_str(), "--cacert", "/no/such.pem"],
+            "/no/such.pem",
+        ),
+        (vec![url.as_str(), "--cacert", p(&c.key)], "no certificate"),
+        (vec!["http://127.0.0.1:1/", "-k"], "https://"),
+        (
+            vec!["http://127.0.0.1:1/", "--http2", "--streams", "4"],
+            "--keep-alive",
+        ),
+        (vec!["http://127.0.0.1:1/", "--streams", "4"], "--http2"),
+        (
+            vec![url.as_str(), "-k", "--cacert", p(&c.ca)],
+            "cannot be used",
+        ),
+    ] {
+        let mut all = vec!["webbench"];
+        all.extend(args);
+        let out = run(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {err}");
+        assert!(err.contains(expect), "{all:?}: {err}");
+    }
+}
+
+struct Nginx {
+    child: Child,
+    dir: std::path::PathBuf,
+    /// HTTP/2 over TLS (ALPN h2).
+    tls: u16,
+    /// HTTP/2 cleartext (prior knowledge).
+    h2c: u16,
+    /// h2c, GOAWAY after every 20 requests on a connection.
+    goaway: u16,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Nginx {
+    /// Its access log: the port, protocol, status and body bytes of each
+    /// request it answered.
+    fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("access.log"))
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// nginx (one process, no master, as the user running the test) on three
+/// free loopback ports, serving `page.bin` of `size` bytes.
+fn nginx(dir: &std::path::Path, c: &Certs, size: usize) -> Nginx {
+    let root = dir.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("page.bin"), vec![b'h'; size]).unwrap();
+    let ports: Vec<u16> = {
+        let l: Vec<_> = (0..3)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        l.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    };
+    let d = p(dir);
+    let temp: String = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
+        .iter()
+        .map(|t| format!("    {t}_temp_path {d}/{t};\n"))
+        .collect();
+    let conf = format!(
+        "worker_processes 1;\nmaster_process off;\ndaemon off;\n\
+         error_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
+         events {{ worker_connections 1024; }}\n\
+         http {{\n\
+         {temp}\
+         \x20   log_format proto '$server_port $server_protocol $status $body_bytes_sent';\n\
+         \x20   access_log {d}/access.log proto;\n\
+         \x20   server {{\n\
+         \x20       listen 127.0.0.1:{} ssl http2;\n\
+         \x20       listen 127.0.0.1:{} http2;\n\
+         \x20       ssl_certificate {};\n\
+         \x20       ssl_certificate_key {};\n\
+         \x20       ssl_protocols TLSv1.2 TLSv1.3;\n\
+         \x20       root {};\n\
+         \x20   }}\n\
+         \x20   server {{\n\
+         \x20       listen 127.0.0.1:{} http2;\n\
+         \x20       keepalive_requests 20;\n\
+         \x20       root {};\n\
+         \x20   }}\n\
+         }}\n",
+        ports[0],
+        ports[1],
+        p(&c.cert),
+        p(&c.key),
+        p(&root),
+        ports[2],
+        p(&root)
+    );
+    let conf_path = dir.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let child = Command::new("nginx")
+        .args(["-p", d, "-c", p(&conf_path)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx (scripts/install-deps.sh installs nginx-light)");
+    let n = Nginx {
+        child,
+        dir: dir.to_path_buf(),
+        tls: ports[0],
+        h2c: ports[1],
+        goaway: ports[2],
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for port in &ports {
+        while std::net::TcpStream::connect(("127.0.0.1", *port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nginx did not start: {}",
+                std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    n
+}
+
+#[test]
+fn http2_over_tls_and_cleartext_in_both_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path());
+    let size = 5000;
+    let n = nginx(dir.path(), &c, size);
+    let tls = format!("https://127.0.0.1:{}/page.bin", n.tls);
+    let h2c = format!("http://127.0.0.1:{}/page.bin", n.h2c);
+    let answered = |v: &Value| v["results"]["answered"].as_u64().unwrap();
+    let clean = |v: &Value| {
+        let r = &v["results"];
+        assert!(r["errors"].as_object().unwrap().is_empty(), "{v}");
+        assert_eq!(r["ok"], r["answered"], "{v}");
+        assert_eq!(
+            r["body_bytes"].as_u64().unwrap(),
+            answered(v) * size as u64,
+            "{v}"
+        );
+    };
+    let mut total = 0;
+    // Over TLS, closed model, keep-alive: four connections carry them all
+    // (h2load -c 4 -m 1).
+    let (v, _) = webbench(&[
+        &tls,
+        "--cacert",
+        p(&c.ca),
+        "--http2",
+        "-c",
+        "4",
+        "-n",
+        "200",
+        "-t",
+        "2",
+        "--keep-alive",
+    ]);
+    assert_eq!(
+        v["protocol"], "HTTP/2 over TLS, 1 stream a connection",
+        "{v}"
+    );
+    assert_eq!(answered(&v), 200, "{v}");
+    clean(&v);
+    let r = &v["results"];
+    assert_eq!(r["status"]["200"], 200, "{v}");
+    assert_eq!(r["connections"], 4, "{v}");
+    assert_eq!(r["tls_versions"], serde_json::json!({"1.3": 4}), "{v}");
+    assert!(r["tls"]["p50_ms"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(r["first_byte"]["p50_ms"].as_f64().unwrap() > 0.0, "{v}");
+    total += 200;
+    // A connection per request (the paper's mode): each its handshakes
+    // and one stream; the records' times in order.
+    let csv = dir.path().join("h2.csv");
+    let (v, _) = webbench(&[
+        &tls,
+        "-k",
+        "--http2",
+        "-c",
+        "2",
+        "-n",
+        "30",
+        "--tls-version",
+        "1.2",
+        "--records",
+        p(&csv),
+    ]);
+    assert_eq!(answered(&v), 30, "{v}");
+    clean(&v);
+    assert_eq!(v["results"]["connections"], 30, "{v}");
+    assert_eq!(
+        v["results"]["tls_versions"],
+        serde_json::json!({"1.2": 30}),
+        "{v}"
+    );
+    for f in rows(&csv) {
+        let t: Vec<u64> = f[2..9].iter().map(|x| x.parse().unwrap()).collect();
+        assert!(t[0] > 0 && t.windows(2).all(|w| w[0] <= w[1]), "{f:?}");
+        assert_eq!(f[9], "200");
+    }
+    total += 30;
+    // Cleartext (h2c), eight streams at a time on each of two connections.
+    let (v, _) = webbench(&[
+        &h2c,
+        "--http2",
+        "-c",
+        "2",
+        "-n",
+        "300",
+        "-t",
+        "1",
+        "--keep-alive",
+        "--streams",
+        "8",
+    ]);
+    assert_eq!(answered(&v), 300, "{v}");
+    clean(&v);
+    assert_eq!(v["results"]["connections"], 2, "{v}");
+    assert_eq!(v["results"]["tls"]["count"], 0, "{v}");
+    total += 300;
+    // The open model, requests spread over kept connections, and a
+    // connection per request.
+    for args in [vec![h2c.as_str(), "--keep-alive"], vec![tls.as_str(), "-k"]] {
+        let mut all = args.clone();
+        all.extend(["--http2", "--rate", "100", "-d", "1s", "-t", "1"]);
+        let (v, _) = webbench(&all);
+        let a = answered(&v);
+        assert!((95..=105).contains(&a), "{args:?}: {v}");
+        clean(&v);
+        let conns = v["results"]["connections"].as_u64().unwrap();
+        if args.contains(&"--keep-alive") {
+            assert!(conns < 10, "{args:?}: {conns} connections: {v}");
+        } else {
+            assert_eq!(conns, a, "{v}");
+        }
+        total += a;
+    }
+    // nginx says each of them came to it over HTTP/2.
+    let log = n.log();
+    assert_eq!(log.len() as u64, total, "{log:?}");
+    for l in &log {
+        assert!(l.ends_with(&format!("HTTP/2.0 200 {size}")), "{l}");
+    }
+}
+
+#[test]
+fn http2_requests_go_on_a_new_connection_when_the_server_sends_goaway() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path());
+    let n = nginx(dir.path(), &c, 100);
+    let url = format!("http://127.0.0.1:{}/page.bin", n.goaway);
+    // nginx ends each connection after 20 requests with GOAWAY: the
+    // requests that found theirs going away go on the next, none failed.
+    for streams in ["1", "4"] {
+        let (v, _) = webbench(&[
+            &url,
+            "--http2",
+            "-c",
+            "2",
+            "-n",
+            "200",
+            "-t",
+            "1",
+            "--keep-alive",
+            "--streams",
+            streams,
+        ]);
+        let r = &v["results"];
+        assert_eq!(r["answered"], 200, "--streams {streams}: {v}");
+        assert!(r["errors"].as_object().unwrap().is_empty(), "{v}");
+        assert!(r["connections"].as_u64().unwrap() >= 10, "{v}");
+    }
+    let (v, _) = webbench(&[&url, "--http2", "--rate", "200", "-d", "1s", "--keep-alive"]);
+    assert!(
+        v["results"]["errors"].as_object().unwrap().is_empty(),
+        "{v}"
+    );
+    assert!(v["results"]["connections"].as_u64().unwrap() >= 9, "{v}");
+}
+
+/// A server that answers every connection with `garbage`, then reads
+/// until the client gives up (so that the garbage, not a closed
+/// connection, is what the client sees).
+fn garbage_server(garbage: &'static [u8]) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = std::io::Write::write_all(&mut s, garbage);
+                let _ = std::io::copy(&mut s, &mut std::io::sink());
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn servers_that_answer_garbage_give_errors_not_panics() {
+    let junk: &'static [u8] =
+        b"\x00\x00\x12\x04\x00\x00\x00\x00\x00HTTP/1.1 200 OK\r\n\r\n\xff\xfe";
+    let port = garbage_server(junk);
+    for (url, flags, class) in [
+        (
+            format!("http://127.0.0.1:{port}/"),
+            vec!["--http2"],
+            "protocol",
+        ),
+        (format!("https://127.0.0.1:{port}/"), vec!["-k"], "tls"),
+        (
+            format!("https://127.0.0.1:{port}/"),
+            vec!["-k", "--http2"],
+            "tls",
+        ),
+    ] {
+        let mut args = vec![url.as_str(), "-n", "4", "-c", "2", "--timeout", "2s"];
+        args.extend(flags.iter());
+        let (v, out) = webbench(&args);
+        let r = &v["results"];
+        assert_eq!(r["answered"], 0, "{args:?}: {v}");
+        assert_eq!(r["errors"][class], 4, "{args:?}: {v}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
 }

@@ -7,6 +7,10 @@
 //! - [`http1`]: the request, and a push parser for responses (fuzzed).
 //! - [`load`]: the generator: closed and open models over event-loop
 //!   threads, records, results.
+//! - [`tls`]: `https://`: the rustls client configuration (versions,
+//!   certificate checks, ALPN).
+//! - [`http2`]: HTTP/2 over TLS or cleartext, each request a stream (the
+//!   `h2` crate).
 //! - [`observe`]: the server side from its packets, as the paper's ENMA
 //!   saw it: connections in progress from SYN to close or reset, arrivals,
 //!   TIME_WAIT apart, handshake round trips per client.
@@ -20,10 +24,13 @@
 
 pub mod host;
 pub mod http1;
+pub mod http2;
 pub mod load;
 pub mod observe;
 pub mod session;
 pub mod tap;
+pub mod tls;
 
 pub use load::{ErrorClass, Model, Plan, Record, Results, Target};
 pub use session::{run_session, SessionPlan, SessionResult, Step};
+pub use tls::{TlsOptions, TlsVersions, Verify};

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use webbench::TlsVersions;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -88,7 +89,7 @@ pub struct DelayRunArgs {
 /// `kansoku webbench`: HTTP load from many client addresses.
 #[derive(Debug, Args)]
 pub struct WebbenchArgs {
-    /// The page to ask for (http://HOST[:PORT]/PATH).
+    /// The page to ask for (http:// or https://HOST[:PORT]/PATH).
     pub url: String,
     /// Closed model: this many connections, each asking again when answered (default 10 without --rate); a
     /// comma-separated list runs a sweep, one step per count (e.g. 1,10,50,100,200,500,800,900,1000), each -d long.
@@ -109,9 +110,25 @@ pub struct WebbenchArgs {
     /// Stop after this many requests.
     #[arg(short = 'n', long, value_name = "N")]
     pub requests: Option<u64>,
-    /// Keep connections open between requests (HTTP/1.1); default: one connection per request, closed by the server.
+    /// Keep connections open between requests; default: one connection per request, closed by the server
+    /// (HTTP/2: by the client, once its one stream is answered).
     #[arg(long)]
     pub keep_alive: bool,
+    /// HTTP/2: over TLS with ALPN h2 for https://, with prior knowledge (h2c) for http://. Each request a stream.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2 with --keep-alive: streams in flight on a connection at most (h2load's -m).
+    #[arg(long, value_name = "M", requires = "http2", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub streams: Option<u64>,
+    /// https: only this TLS version (1.2 or 1.3); by default both are offered and the server chooses.
+    #[arg(long, value_name = "VERSION", value_parser = tls_version)]
+    pub tls_version: Option<TlsVersions>,
+    /// https: accept any certificate (a self-signed test server); the handshake's signatures are still checked.
+    #[arg(short = 'k', long, conflicts_with = "cacert")]
+    pub insecure: bool,
+    /// https: trust the CA certificates in this PEM file instead of Mozilla's roots (webpki-roots).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
     /// Client source addresses, used round-robin: a count (that many from 127.0.0.2), a range A-B, or a list.
     #[arg(long, value_name = "LIST", value_parser = clients)]
     pub clients: Option<Clients>,
@@ -179,6 +196,15 @@ fn series_interval(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?}: from 100ms to 1h"));
     }
     Ok(d)
+}
+
+/// A TLS version: 1.2 or 1.3.
+fn tls_version(s: &str) -> Result<TlsVersions, String> {
+    match s {
+        "1.2" => Ok(TlsVersions::Tls12),
+        "1.3" => Ok(TlsVersions::Tls13),
+        _ => Err(format!("{s:?}: 1.2 or 1.3")),
+    }
 }
 
 /// Requests a second: above 0, at most 10,000,000.
