@@ -460,6 +460,7 @@ fn bench_web_paper_runs_experiment_1_against_nginx_and_leaves_nothing_behind() {
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let ns = String::from_utf8_lossy(&ns.stdout);
     assert!(!ns.lines().any(|l| l.starts_with("kwp-")), "{ns}");
+}
 
 /// A CA and a server certificate it signed for 127.0.0.1 and localhost
 /// (webpki wants the name in subjectAltName, and a leaf that is no CA),
