@@ -695,8 +695,9 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
         .unwrap_or_default();
     writeln!(
         out,
-        "# bench web-paper: paper 004's experiments 1 and 2 on this host\n\nKernel: somaxconn {somaxconn} (the namespace's); \
+        "# bench web-paper: paper 004's experiments 1 and 2 on this host\n\nNamespace {}; kernel: somaxconn {somaxconn} (the namespace's); \
          profile: {} (mean/median of the 100 clients' round trips printed by kansoku delay); files in {}",
+        ns.name(),
         a.profile.display(),
         dir.display()
     )?;

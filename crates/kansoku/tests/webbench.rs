@@ -457,9 +457,19 @@ fn bench_web_paper_runs_experiment_1_against_nginx_and_leaves_nothing_behind() {
     assert!(in_progress(1) > 5.0 * in_progress(0).max(0.1), "{v}");
     assert!(in_progress(2) > in_progress(1), "{v}");
     // Nothing of the run is left: its namespace is gone.
+    let name = text
+        .split_whitespace()
+        .skip_while(|w| *w != "Namespace")
+        .nth(1)
+        .map(|w| w.trim_end_matches(';').to_string())
+        .unwrap_or_else(|| panic!("no namespace named: {text}"));
+    assert!(name.starts_with("kwp-"), "{name}");
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let ns = String::from_utf8_lossy(&ns.stdout);
-    assert!(!ns.lines().any(|l| l.starts_with("kwp-")), "{ns}");
+    assert!(
+        !ns.lines().any(|l| l.split_whitespace().next() == Some(name.as_str())),
+        "{name} is left: {ns}"
+    );
 }
 
 /// A CA and a server certificate it signed for 127.0.0.1 and localhost
