@@ -467,7 +467,8 @@ fn bench_web_paper_runs_experiment_1_against_nginx_and_leaves_nothing_behind() {
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let ns = String::from_utf8_lossy(&ns.stdout);
     assert!(
-        !ns.lines().any(|l| l.split_whitespace().next() == Some(name.as_str())),
+        !ns.lines()
+            .any(|l| l.split_whitespace().next() == Some(name.as_str())),
         "{name} is left: {ns}"
     );
 }
