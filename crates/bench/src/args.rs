@@ -324,15 +324,31 @@ pub struct BenchWebArgs {
     pub json: bool,
 }
 
+/// A web server `bench web-paper` starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WebServer {
+    /// nginx (Debian's nginx-light), as Debian configures it.
+    Nginx,
+    /// Apache 2.4 with the prefork MPM, set to Apache 1.3's defaults.
+    Apache,
+}
+
 /// `kansoku bench web-paper`: paper 004's experiments 1 and 2.
 #[derive(Clone, Debug, Args)]
 pub struct BenchWebPaperArgs {
     /// Servers to run, in order.
     #[arg(long, value_delimiter = ',', default_value = "nginx,apache")]
-    pub servers: Vec<String>,
-    /// Experiments to run (1, 2).
-    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub servers: Vec<WebServer>,
+    /// Experiments to run: 1, 2, and 3, the delay line's precision under load (the round trips the server saw
+    /// against those given, at --rtt-rate requests/s).
+    #[arg(long, value_delimiter = ',', default_value = "1,3,2", value_parser = clap::value_parser!(u8).range(1..=3))]
     pub experiments: Vec<u8>,
+    /// Requests/s of experiment 3 (2000 of 10 KB, a connection each: about 20,000 packets/s through the line).
+    #[arg(long, default_value_t = 2000.0, value_parser = webbench::load::parse_rate)]
+    pub rtt_rate: f64,
+    /// Seconds of experiment 3.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub rtt_seconds: u64,
     /// The profile of experiment 1's run 1-5 and of experiment 2's run 2-2 (RTT_MS FRACTION lines).
     #[arg(long, value_name = "FILE", default_value = "bench/web-rtt.cdf")]
     pub profile: PathBuf,

@@ -28,7 +28,7 @@ use capture::netns::Namespace;
 use pipeline::{Error, Report, Result};
 use serde_json::Value;
 
-use crate::args::BenchWebPaperArgs;
+use crate::args::{BenchWebPaperArgs, WebServer};
 use crate::plot::{LineChart, Series};
 
 /// A web server running in the namespace, stopped when dropped: SIGTERM to
@@ -97,10 +97,10 @@ fn nginx(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> {
     std::fs::write(
         &conf,
         format!(
-            "worker_processes auto;\npid {d}/nginx.pid;\nerror_log {d}/nginx-error.log;\n\
+            "worker_processes auto;\npid \"{d}/nginx.pid\";\nerror_log \"{d}/nginx-error.log\";\n\
              events {{ worker_connections 768; }}\n\
              http {{ access_log off; sendfile on; default_type application/octet-stream;\n\
-             server {{ listen 127.0.0.1:{port} backlog=511; root {r}; }} }}\n",
+             server {{ listen 127.0.0.1:{port} backlog=511; root \"{r}\"; }} }}\n",
             d = dir.display(),
             r = root.display()
         ),
@@ -133,12 +133,12 @@ fn apache(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> 
     std::fs::write(
         &conf,
         format!(
-            "ServerRoot {d}\nDefaultRuntimeDir {d}\nPidFile {d}/httpd.pid\nErrorLog {d}/apache-error.log\n\
+            "ServerRoot \"{d}\"\nDefaultRuntimeDir \"{d}\"\nPidFile \"{d}/httpd.pid\"\nErrorLog \"{d}/apache-error.log\"\n\
              LogLevel warn\nLoadModule mpm_prefork_module {m}/mod_mpm_prefork.so\n\
              LoadModule authz_core_module {m}/mod_authz_core.so\nUser www-data\nGroup www-data\n\
              ServerName localhost\nListen 127.0.0.1:{port}\nListenBacklog 511\nStartServers 5\n\
              MinSpareServers 5\nMaxSpareServers 10\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0\n\
-             KeepAlive Off\nDocumentRoot {r}\n<Directory {r}>\n  Require all granted\n</Directory>\n",
+             KeepAlive Off\nDocumentRoot \"{r}\"\n<Directory \"{r}\">\n  Require all granted\n</Directory>\n",
             d = dir.display(),
             r = root.display()
         ),
@@ -187,7 +187,10 @@ fn wait_ready(ns: &Namespace, port: u16) -> Result<()> {
 /// of `stream` (stdout, or stderr for `kansoku delay -- COMMAND`).
 fn kansoku_json(ns: &Namespace, args: &[String], on_stderr: bool) -> Result<(Value, String)> {
     let exe = std::env::current_exe().map_err(|e| input("own executable", e))?;
-    let mut argv: Vec<&str> = vec![exe.to_str().unwrap_or("kansoku")];
+    let exe = exe
+        .to_str()
+        .ok_or_else(|| input("own executable", "its path is not UTF-8"))?;
+    let mut argv: Vec<&str> = vec![exe];
     argv.extend(args.iter().map(String::as_str));
     let out = ns
         .command(&argv)
@@ -207,7 +210,7 @@ fn kansoku_json(ns: &Namespace, args: &[String], on_stderr: bool) -> Result<(Val
             args.join(" "),
             out.status.code(),
             text.trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            String::from_utf8_lossy(other).trim()
         ))),
     }
 }
@@ -256,8 +259,11 @@ fn experiment_1(
         "\n### Experiment 1, {}: 10 KB, 110 requests/s, 100 clients, a connection per request, {} s a run\n",
         s.name, a.exp1_seconds
     )?;
-    writeln!(out, "| run | delay | req/s | errors | lifetime ms (client) | in progress at the server | max | Little's law | measured / predicted | resets | delay line |")?;
-    writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    writeln!(out, "| run | delay | req/s | errors | lifetime ms (client) | in progress at the server | max | Little's law, client's lifetimes | measured / predicted | Little's law, server's log | resets | delay line |")?;
+    writeln!(
+        out,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    )?;
     let mut rows = Vec::new();
     let runs = [("1-1", 0), ("1-2", 1), ("1-5", 2)];
     for (run, d) in runs {
@@ -304,7 +310,7 @@ fn experiment_1(
         }
         writeln!(
             out,
-            "| {run} kansoku | {label} | {:.1} | {errors} | {:.1} | {:.2} | {} | {:.2} | {:.3} | {} | {} |",
+            "| {run} kansoku | {label} | {:.1} | {errors} | {:.1} | {:.2} | {} | {:.2} | {:.3} | {:.2} | {} | {} |",
             // Answered over the run's asked length (the clients' own
             // figure counts the last answers' wait too).
             f(&v, &["results", "answered"]) / a.exp1_seconds as f64,
@@ -313,6 +319,7 @@ fn experiment_1(
             step["server"]["max_in_progress"],
             f(step, &["little", "predicted"]),
             f(step, &["little", "ratio"]),
+            f(step, &["server", "littles_law"]),
             f(step, &["server", "resets_by_server"]) + f(step, &["server", "resets_by_client"]),
             match valid {
                 None => "-",
@@ -371,10 +378,11 @@ fn experiment_1(
         let measured = f(srv, &["mean_in_progress"]);
         writeln!(
             out,
-            "| {run} httperf | {} | {rate:.1} | {errors} | {lifetime:.1} | {measured:.2} | {} | {predicted:.2} | {:.3} | {} | {} |",
+            "| {run} httperf | {} | {rate:.1} | {errors} | {lifetime:.1} | {measured:.2} | {} | {predicted:.2} | {:.3} | {:.2} | {} | {} |",
             if profile == "none" { "none" } else { "const 48 ms" },
             srv["max_in_progress"],
             measured / predicted,
+            f(srv, &["littles_law"]),
             f(srv, &["resets_by_server"]) + f(srv, &["resets_by_client"]),
             if v["delay_line"]["valid"].as_bool() == Some(true) { "valid" } else { "INVALID" }
         )?;
@@ -459,6 +467,66 @@ fn experiment_2(
         all.push(serde_json::json!({"run": run, "delay": label, "report": v}));
     }
     Ok(Value::Array(all))
+}
+
+/// The delay line's precision under load (the issue's check, not the
+/// paper's): requests at `rate` per second of the 10 KB file, a connection
+/// each, from 100 clients with the profile's round trips, and the round
+/// trip the server saw on each handshake against the one its client was
+/// given.
+fn rtt_check(
+    a: &BenchWebPaperArgs,
+    ns: &Namespace,
+    s: &Server,
+    out: &mut dyn Write,
+    report: &mut Report,
+) -> Result<Value> {
+    let url = format!("http://127.0.0.1:{}/10k.html", s.port);
+    let args: Vec<String> = [
+        "webbench",
+        &url,
+        "--rate",
+        &a.rtt_rate.to_string(),
+        "--clients",
+        "100",
+        "-d",
+        &format!("{}s", a.rtt_seconds),
+        "--delay",
+        &format!("cdf:{}", a.profile.display()),
+        "--observe",
+        "lo",
+        "--json",
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    let (v, _) = kansoku_json(ns, &args, false)?;
+    let d = &v["delay_line"];
+    let seconds = f(&v, &["results", "seconds"]);
+    let pps = f(d, &["received"]) / seconds;
+    let r = &v["rtt"];
+    writeln!(
+        out,
+        "\n### The delay line's precision, {}: {} requests/s of 10 KB, 100 clients with the profile, {} s\n\n         | packets/s through the line | handshakes | seen - given p50 ms | p99 ms | max ms | line lateness p99 us | late (> 1 ms) | tap drops | delay line |\n         |---:|---:|---:|---:|---:|---:|---:|---:|---|\n         | {pps:.0} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} |",
+        s.name,
+        a.rtt_rate,
+        a.rtt_seconds,
+        r["handshakes"],
+        f(r, &["error_p50_ms"]),
+        f(r, &["error_p99_ms"]),
+        f(r, &["error_max_ms"]),
+        d["lateness"]["p99_us"],
+        d["late"],
+        v["tap"]["drops"],
+        if d["valid"].as_bool() == Some(true) { "valid" } else { "INVALID" }
+    )?;
+    if d["valid"].as_bool() != Some(true) {
+        report.problems.push(format!(
+            "{}: the precision run's delay line was invalid",
+            s.name
+        ));
+    }
+    Ok(v)
 }
 
 /// The top of a y axis: a little above the largest value.
@@ -666,14 +734,36 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
         profile,
         ..a.clone()
     };
-    let ns = Namespace::create("kwp").map_err(|e| input("network namespace (root)", e))?;
+    let spread = delay::Profile::parse(&format!("cdf:{}", a.profile.display()))
+        .map_err(|e| input("profile", e))?;
+    // The directory the servers' configurations and files are written to:
+    // --out, or a new private one (removed at the end, on every path).
+    let tmp;
     let dir = match &a.out {
         Some(d) => {
             std::fs::create_dir_all(d).map_err(|e| input(&d.display().to_string(), e))?;
-            d.clone()
+            d.canonicalize()
+                .map_err(|e| input(&d.display().to_string(), e))?
         }
-        None => std::env::temp_dir().join(format!("kansoku-web-paper-{}", std::process::id())),
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("kansoku-web-paper-")
+                .tempdir()
+                .map_err(|e| input("temporary directory", e))?;
+            tmp.path().to_path_buf()
+        }
     };
+    // The paths go into the servers' configuration files, quoted.
+    match dir.to_str() {
+        Some(d) if !d.contains(['"', '\\', '\n', '\r']) => {}
+        _ => {
+            return Err(Error::usage(format!(
+                "{}: a directory whose path has no quote, backslash or line break (it goes into the servers' configurations)",
+                dir.display()
+            )))
+        }
+    }
+    let ns = Namespace::create("kwp").map_err(|e| input("network namespace (root)", e))?;
     std::fs::create_dir_all(&dir).map_err(|e| input(&dir.display().to_string(), e))?;
     // The servers run as www-data (Apache) and read the files from here.
     let www = dir.join("www");
@@ -689,6 +779,17 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
     }
+    let clients: Vec<std::net::IpAddr> = (0..100u8)
+        .map(|i| std::net::IpAddr::from([127, 0, 0, 2 + i]))
+        .collect();
+    let mut rtts: Vec<f64> = spread
+        .assign(&clients)
+        .iter()
+        .map(|(_, d)| d.as_secs_f64() * 1e3)
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    let mean = rtts.iter().sum::<f64>() / rtts.len() as f64;
+    let median = (rtts[49] + rtts[50]) / 2.0;
     let somaxconn = ns
         .exec(&["cat", "/proc/sys/net/core/somaxconn"])
         .map(|s| s.trim().to_string())
@@ -696,9 +797,13 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
     writeln!(
         out,
         "# bench web-paper: paper 004's experiments 1 and 2 on this host\n\nNamespace {}; kernel: somaxconn {somaxconn} (the namespace's); \
-         profile: {} (mean/median of the 100 clients' round trips printed by kansoku delay); files in {}",
+         profile: {} (its 100 clients' round trips: {:.1} to {:.1} ms, median {median:.1} ms, mean {mean:.1} ms, \
+         mean/median {:.2}); files in {}",
         ns.name(),
         a.profile.display(),
+        rtts[0],
+        rtts[99],
+        mean / median,
         dir.display()
     )?;
     let mut report = Report::default();
@@ -709,14 +814,9 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
             break;
         }
         let port = base + i as u16;
-        let server = match name.as_str() {
-            "nginx" => nginx(&ns, &dir, &www, port)?,
-            "apache" => apache(&ns, &dir, &www, port)?,
-            other => {
-                return Err(Error::usage(format!(
-                    "--servers: {other:?} (nginx, apache)"
-                )))
-            }
+        let server = match name {
+            WebServer::Nginx => nginx(&ns, &dir, &www, port)?,
+            WebServer::Apache => apache(&ns, &dir, &www, port)?,
         };
         wait_ready(&ns, port)?;
         writeln!(out, "\n## {}\n\n{}", server.name, server.setup)?;
@@ -730,6 +830,9 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
                 plots.extend(plot_rtt_overlay(&a.profile, &seen, server.name, &dir)?);
             }
             r["experiment_1"] = rows;
+        }
+        if a.experiments.contains(&3) && !stop.load(Ordering::Relaxed) {
+            r["rtt_check"] = rtt_check(a, &ns, &server, out, &mut report)?;
         }
         if a.experiments.contains(&2) {
             let runs = experiment_2(a, &ns, &server, &dir, out, stop)?;
@@ -757,8 +860,6 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
                 .unwrap_or_default(),
         )
         .map_err(|e| Error::output(path.display().to_string(), &e))?;
-    } else {
-        let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(report)
 }

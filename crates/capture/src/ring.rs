@@ -239,10 +239,10 @@ const ARPHRD_LOOPBACK: u16 = 772;
 /// `snaplen` bytes of each packet; on a loopback device, first drop the
 /// packets whose type is `PACKET_OUTGOING`. A packet sent on `lo` is seen
 /// by packet sockets once as it leaves and once as it comes back in, so
-/// without this every packet would be captured twice (libpcap rejects the
-/// outgoing copy on loopback the same way). Rejected in the filter, the
-/// copy is never counted in PACKET_STATISTICS either, so the kernel's count
-/// stays the count of packets.
+/// without this every packet would be captured twice. libpcap drops the
+/// outgoing copy too, but in user space, after the kernel has counted it;
+/// rejected here in the kernel's filter, the copy is never counted in
+/// PACKET_STATISTICS, so the kernel's count stays the count of packets.
 fn capture_filter(snaplen: u32, loopback: bool) -> Vec<libc::sock_filter> {
     const BPF_LD_B_ABS: u16 = 0x30;
     const BPF_JEQ_K: u16 = 0x15;
@@ -262,8 +262,8 @@ fn capture_filter(snaplen: u32, loopback: bool) -> Vec<libc::sock_filter> {
     prog
 }
 
-fn attach_capture_filter(fd: &OwnedFd, snaplen: u32, loopback: bool) -> io::Result<()> {
-    let filter = capture_filter(snaplen, loopback);
+/// Attaches the classic BPF program `filter` to the socket.
+fn attach_filter(fd: &OwnedFd, filter: &[libc::sock_filter]) -> io::Result<()> {
     let prog = libc::sock_fprog {
         len: filter.len() as u16,
         filter: filter.as_ptr() as *mut libc::sock_filter,
@@ -277,27 +277,15 @@ fn attach_capture_filter(fd: &OwnedFd, snaplen: u32, loopback: bool) -> io::Resu
     )
 }
 
+fn attach_capture_filter(fd: &OwnedFd, snaplen: u32, loopback: bool) -> io::Result<()> {
+    attach_filter(fd, &capture_filter(snaplen, loopback))
+}
+
 /// Attaches the one-instruction classic BPF program `ret #keep`: the kernel
 /// keeps `keep` bytes of each packet (0 drops every packet before it is
 /// counted or queued).
 fn attach_return_filter(fd: &OwnedFd, keep: u32) -> io::Result<()> {
-    let filter = [libc::sock_filter {
-        code: 0x06, // BPF_RET | BPF_K
-        jt: 0,
-        jf: 0,
-        k: keep,
-    }];
-    let prog = libc::sock_fprog {
-        len: 1,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    setsockopt(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_ATTACH_FILTER,
-        &prog,
-        "SO_ATTACH_FILTER",
-    )
+    attach_filter(fd, &capture_filter(keep, false))
 }
 
 /// The link type of `interface`, from its ARPHRD hardware type

@@ -70,25 +70,47 @@ pub fn set_current_thread_nice(nice: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// The CPU time (user + system, all threads) that process `pid` has used so
-/// far, from `/proc/PID/stat` (in clock ticks of USER_HZ, which is 100 on
-/// every Linux architecture kansoku builds for).
-pub fn process_cpu_time(pid: u32) -> io::Result<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name, field 2, is in parentheses and may hold spaces: the
-    // fields counted from after its closing one.
-    let rest = stat
-        .rfind(')')
-        .map(|i| &stat[i + 1..])
-        .ok_or_else(|| io::Error::other(format!("/proc/{pid}/stat: no command name")))?;
+/// The clock ticks of `/proc/PID/stat` per second: USER_HZ, which Linux
+/// fixes at 100 on every architecture kansoku builds for.
+const USER_HZ: u64 = 100;
+
+/// A process's CPU time from `/proc/PID/stat`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessCpu {
+    /// User + system time of the process, all its threads.
+    pub own: Duration,
+    /// User + system time of its children that ended and that it waited
+    /// for (cutime + cstime).
+    pub reaped_children: Duration,
+}
+
+/// Reads utime, stime, cutime and cstime (fields 14 to 17) from the text of
+/// a `/proc/PID/stat` file. The command name, field 2, is in parentheses
+/// and may hold spaces and parentheses: fields count from after its last
+/// closing one. `None` when the text does not have them.
+pub fn parse_stat_cpu(stat: &str) -> Option<ProcessCpu> {
+    let rest = &stat[stat.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15: 12th and 13th after the name.
-    let tick = |i: usize| -> io::Result<u64> {
-        f.get(i).and_then(|v| v.parse().ok()).ok_or_else(|| {
-            io::Error::other(format!("/proc/{pid}/stat: field {} unreadable", i + 3))
-        })
-    };
-    Ok(Duration::from_millis((tick(11)? + tick(12)?) * 10))
+    // Field 3 (the state) is the first after the name: field n is n - 3.
+    let tick = |n: usize| f.get(n - 3).and_then(|v| v.parse::<i64>().ok());
+    let d = |t: i64| Duration::from_millis(t.max(0) as u64 * 1000 / USER_HZ);
+    Some(ProcessCpu {
+        own: d(tick(14)?) + d(tick(15)?),
+        reaped_children: d(tick(16)?) + d(tick(17)?),
+    })
+}
+
+/// The CPU times of process `pid` so far (see [`ProcessCpu`]).
+pub fn process_cpu(pid: u32) -> io::Result<ProcessCpu> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path)?;
+    parse_stat_cpu(&stat).ok_or_else(|| io::Error::other(format!("{path}: CPU fields unreadable")))
+}
+
+/// The CPU time (user + system, all threads) that process `pid` has used so
+/// far, from `/proc/PID/stat`.
+pub fn process_cpu_time(pid: u32) -> io::Result<Duration> {
+    process_cpu(pid).map(|c| c.own)
 }
 
 /// CPU time the calling thread has used so far (CLOCK_THREAD_CPUTIME_ID,
@@ -107,6 +129,24 @@ pub fn thread_cpu_time() -> io::Result<Duration> {
         ts.tv_sec.max(0) as u64,
         ts.tv_nsec.clamp(0, 999_999_999) as u32,
     ))
+}
+
+#[cfg(test)]
+mod stat_tests {
+    use super::*;
+
+    #[test]
+    fn stat_cpu_fields_count_from_the_last_parenthesis() {
+        let stat = "1234 (nginx: worker (x)) S 1 1234 1234 0 -1 4194368 100 0 0 0 250 50 7 3 20 0 1 0 100 0 0";
+        let c = parse_stat_cpu(stat).unwrap();
+        assert_eq!(c.own, Duration::from_millis(3000));
+        assert_eq!(c.reaped_children, Duration::from_millis(100));
+        assert_eq!(parse_stat_cpu("1 (x) S 1"), None);
+        assert_eq!(parse_stat_cpu("no parenthesis"), None);
+        assert_eq!(parse_stat_cpu("1 (x) S 1 2 3 4 5 6 7 8 9 10 x 1 1 1"), None);
+        // This very process can be read.
+        assert!(process_cpu(std::process::id()).is_ok());
+    }
 }
 
 #[cfg(test)]

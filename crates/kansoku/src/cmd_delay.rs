@@ -119,9 +119,7 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         cpu: args.cpu,
     };
     let line = Running::spawn(&cfg).map_err(|e| Error::input(e.to_string()))?;
-    let started = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let started = webbench::load::unix_ns();
     let tap = match (&args.observe, args.server) {
         (Some(ifc), Some(server)) => Some(
             Tap::start(
@@ -148,10 +146,12 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         None => None,
     };
     let status = wait(child.as_mut(), args.duration);
-    let ended = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let seen = tap.map(Tap::stop).transpose().map_err(Error::from)?;
+    let ended = webbench::load::unix_ns().max(started);
+    let (seen, tap_failed) = match tap.map(Tap::stop) {
+        Some(Ok(s)) => (Some(s), None),
+        Some(Err(e)) => (None, Some(format!("the tap's figures are lost: {e}"))),
+        None => (None, None),
+    };
     let delay = line.stop();
 
     let mut report = Report {
@@ -167,13 +167,9 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
     }
     report.problems.extend(delay.problems.iter().cloned());
     // The run less its first tenth, where connections build up.
+    report.problems.extend(tap_failed);
     let server = seen.as_ref().map(|s| {
-        if s.kernel.drops > 0 {
-            report.problems.push(format!(
-                "the tap lost {} of {} packets: the server's counts are incomplete",
-                s.kernel.drops, s.kernel.packets
-            ));
-        }
+        report.problems.extend(s.problems());
         s.observer.window(started + (ended - started) / 10, ended)
     });
     let out = Output {

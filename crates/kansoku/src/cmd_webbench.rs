@@ -131,18 +131,17 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
     let rtts = profile
         .as_ref()
         .map_or_else(Vec::new, |p| p.assign(&clients));
-    let line = match &profile {
-        Some(_) => Some(
-            Running::spawn(&DelayConfig {
-                clients: rtts.clone(),
-                server: Some(plan.target.addr),
-                queue_len: args.queue_len,
-                cpu: args.delay_cpu,
-                ..DelayConfig::default()
-            })
-            .map_err(|e| Error::input(e.to_string()))?,
-        ),
-        None => None,
+    let line = if profile.is_some() {
+        let cfg = DelayConfig {
+            clients: rtts.clone(),
+            server: Some(plan.target.addr),
+            queue_len: args.queue_len,
+            cpu: args.delay_cpu,
+            ..DelayConfig::default()
+        };
+        Some(Running::spawn(&cfg).map_err(|e| Error::input(e.to_string()))?)
+    } else {
+        None
     };
     let session = SessionPlan {
         plan: plan.clone(),
@@ -169,10 +168,11 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
     }
     report.problems.extend(session.problems.iter().cloned());
     if let Some(path) = &args.records {
-        let all: Vec<Record> = session
+        let all: Vec<(usize, &Record)> = session
             .steps
             .iter()
-            .flat_map(|s| s.results.records.iter().copied())
+            .enumerate()
+            .flat_map(|(i, s)| s.results.records.iter().map(move |r| (i + 1, r)))
             .collect();
         if let Err(e) = write_records(path, &all, &clients) {
             report.failed(Error::output(display_path(path), &e));
@@ -222,19 +222,21 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
     Ok(report)
 }
 
-fn write_records(path: &Path, records: &[Record], clients: &[IpAddr]) -> io::Result<()> {
+/// Every request's record; times are microseconds from the start of its
+/// step (the `step` column, 1 for a single run).
+fn write_records(path: &Path, records: &[(usize, &Record)], clients: &[IpAddr]) -> io::Result<()> {
     let mut w = BufWriter::new(File::create(path)?);
     writeln!(
         w,
-        "client,scheduled_us,connect_start_us,connect_done_us,tls_done_us,request_sent_us,first_byte_us,last_byte_us,close_us,status,body_bytes,reused,error"
+        "client,scheduled_us,connect_start_us,connect_done_us,tls_done_us,request_sent_us,first_byte_us,last_byte_us,close_us,status,body_bytes,reused,error,step"
     )?;
-    for r in records {
+    for (step, r) in records {
         let client = clients
             .get(r.client as usize)
             .map_or_else(String::new, |a| a.to_string());
         writeln!(
             w,
-            "{client},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{client},{},{},{},{},{},{},{},{},{},{},{},{},{step}",
             r.scheduled,
             r.connect_start,
             r.connect_done,

@@ -471,6 +471,17 @@ fn bench_web_paper_runs_experiment_1_against_nginx_and_leaves_nothing_behind() {
             .any(|l| l.split_whitespace().next() == Some(name.as_str())),
         "{name} is left: {ns}"
     );
+    // Nor any of its servers (a process can outlive its namespace's name).
+    let conf = dir.path().canonicalize().unwrap().join("nginx.conf");
+    let left = Command::new("pgrep")
+        .args(["-f", p(&conf)])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "nginx left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
 }
 
 /// A CA and a server certificate it signed for 127.0.0.1 and localhost

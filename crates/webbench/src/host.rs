@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -135,31 +134,13 @@ pub fn listeners(port: u16) -> Vec<u32> {
     pids
 }
 
-/// The clock ticks of `/proc/PID/stat` per second: USER_HZ, which Linux
-/// fixes at 100 for every architecture it reports to user space.
-const USER_HZ: f64 = 100.0;
-
-/// utime + stime + cutime + cstime of a `/proc/PID/stat` line, in ticks.
-pub fn stat_ticks(stat: &str) -> Option<u64> {
-    // The command name may hold spaces and parentheses: fields count from
-    // the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After ')': state(0) ppid ... utime is field 14 of the line, 11 here.
-    let n = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
-    let sum = n(11)? + n(12)? + n(13)?.max(0) + n(14)?.max(0);
-    u64::try_from(sum).ok()
-}
-
-/// CPU seconds of `pids` so far, ended children waited for included.
+/// CPU seconds of `pids` so far, the ended children they waited for
+/// included (a process that is gone counts nothing).
 pub fn cpu_seconds(pids: &[u32]) -> f64 {
     pids.iter()
-        .filter_map(|p| {
-            fs::read_to_string(Path::new("/proc").join(p.to_string()).join("stat")).ok()
-        })
-        .filter_map(|s| stat_ticks(&s))
-        .sum::<u64>() as f64
-        / USER_HZ
+        .filter_map(|&p| capture::usage::process_cpu(p).ok())
+        .map(|c| (c.own + c.reaped_children).as_secs_f64())
+        .sum()
 }
 
 /// The kernel's accept-queue limit (`net.core.somaxconn`).
@@ -186,6 +167,7 @@ pub struct ServerHost {
 
 /// Reads the counters and the server's CPU at the start of a run.
 pub struct HostWatch {
+    port: u16,
     pids: Vec<u32>,
     cpu: f64,
     counters: BTreeMap<String, i64>,
@@ -195,18 +177,31 @@ impl HostWatch {
     pub fn start(port: u16) -> HostWatch {
         let pids = listeners(port);
         HostWatch {
+            port,
             cpu: cpu_seconds(&pids),
             counters: counters(),
             pids,
         }
     }
 
+    /// The figures since [`HostWatch::start`]. Listeners that began during
+    /// the run (a prefork server's new workers) count from their start;
+    /// those that ended were reaped by their parent and count in its
+    /// children's time.
     pub fn finish(self) -> ServerHost {
+        let mut pids = self.pids;
+        let before = self.cpu;
+        for p in listeners(self.port) {
+            if !pids.contains(&p) {
+                pids.push(p);
+            }
+        }
+        pids.sort_unstable();
         ServerHost {
-            cpu_seconds: (cpu_seconds(&self.pids) - self.cpu).max(0.0),
+            cpu_seconds: (cpu_seconds(&pids) - before).max(0.0),
             counters: delta(&self.counters, &counters()),
             somaxconn: somaxconn(),
-            pids: self.pids,
+            pids,
         }
     }
 }
@@ -232,6 +227,20 @@ mod tests {
         parse_counters("TcpExt: a b\n", &mut m);
         parse_counters("TcpExt: a\nTcpExt: notanumber\n", &mut m);
         parse_counters(":\n:\n", &mut m);
+        assert_eq!(m.len(), 4, "{m:?}");
+    }
+
+    #[test]
+    fn this_process_is_found_listening_on_its_port() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert_eq!(listeners(port), vec![std::process::id()]);
+        drop(l);
+        assert!(listeners(port).is_empty());
+        let w = HostWatch::start(port);
+        let h = w.finish();
+        assert!(h.pids.is_empty() && h.cpu_seconds == 0.0, "{h:?}");
+        assert!(h.counters.contains_key("Tcp:PassiveOpens"), "{h:?}");
     }
 
     #[test]
@@ -244,20 +253,5 @@ mod tests {
         assert_eq!(listening_inodes(text, 8080), vec![12345]);
         assert_eq!(listening_inodes(text, 80), vec![777]);
         assert!(listening_inodes(text, 81).is_empty());
-    }
-
-    #[test]
-    fn cpu_ticks_count_from_the_last_parenthesis() {
-        let stat = "1234 (nginx: worker (x)) S 1 1234 1234 0 -1 4194368 100 0 0 0 250 50 7 3 20 0 1 0 100 0 0";
-        assert_eq!(stat_ticks(stat), Some(310));
-        assert_eq!(stat_ticks("1 (x) S 1"), None);
-        assert_eq!(stat_ticks("no parenthesis"), None);
-        // This very process can be read.
-        let me = std::process::id();
-        assert!(cpu_seconds(&[me]) >= 0.0);
-        assert!(fs::read_to_string(format!("/proc/{me}/stat"))
-            .ok()
-            .and_then(|s| stat_ticks(&s))
-            .is_some());
     }
 }

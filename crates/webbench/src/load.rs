@@ -342,6 +342,7 @@ pub(crate) struct Tally {
     first_errors: BTreeMap<ErrorClass, String>,
     tls_versions: BTreeMap<&'static str, u64>,
     status: BTreeMap<u16, u64>,
+    connect_buckets: [u64; 5],
 }
 
 fn histogram() -> Histogram<u64> {
@@ -367,14 +368,16 @@ impl Tally {
             first_errors: BTreeMap::new(),
             tls_versions: BTreeMap::new(),
             status: BTreeMap::new(),
+            connect_buckets: [0; 5],
         }
     }
 
     pub(crate) fn add(&mut self, r: &Record) {
         if r.connect_done > 0 && !r.reused {
             self.connections += 1;
-            self.connect
-                .saturating_record((r.connect_done - r.connect_start).max(1));
+            let us = r.connect_done.saturating_sub(r.connect_start).max(1);
+            self.connect.saturating_record(us);
+            self.connect_buckets[connect_bucket(us)] += 1;
             if r.tls_done > 0 {
                 self.tls
                     .saturating_record(r.tls_done.saturating_sub(r.connect_done).max(1));
@@ -425,6 +428,9 @@ impl Tally {
         let _ = self.first_byte.add(&o.first_byte);
         let _ = self.lifetime.add(&o.lifetime);
         self.cpu += o.cpu;
+        for (a, b) in self.connect_buckets.iter_mut().zip(o.connect_buckets) {
+            *a += b;
+        }
         self.records.extend(o.records);
         self.connections += o.connections;
         self.answered += o.answered;
@@ -445,17 +451,10 @@ impl Tally {
     }
 }
 
-/// Connect times (µs) counted under 1 s, 1-3, 3-7, 7-15 s and beyond.
-fn connect_buckets(h: &Histogram<u64>) -> [u64; 5] {
+/// The bucket of a connect time in µs: under 1 s, 1-3, 3-7, 7-15 s, beyond.
+fn connect_bucket(us: u64) -> usize {
     const EDGES: [u64; 4] = [1_000_000, 3_000_000, 7_000_000, 15_000_000];
-    let mut out = [0u64; 5];
-    let mut lo = 0;
-    for (i, &hi) in EDGES.iter().enumerate() {
-        out[i] = h.count_between(lo, hi - 1);
-        lo = hi;
-    }
-    out[4] = h.count_between(lo, h.high());
-    out
+    EDGES.iter().take_while(|&&e| us >= e).count()
 }
 
 /// The TLS side of a run: the connector (its configuration offering the
@@ -463,6 +462,43 @@ fn connect_buckets(h: &Histogram<u64>) -> [u64; 5] {
 pub(crate) struct Tls {
     connector: TlsConnector,
     name: rustls::pki_types::ServerName<'static>,
+}
+
+#[cfg(test)]
+#[test]
+fn connect_times_fall_in_one_bucket_each() {
+    let b: Vec<usize> = [
+        1,
+        999_999,
+        1_000_000,
+        1_000_447,
+        2_999_999,
+        3_000_000,
+        7_000_000,
+        15_000_000,
+        u64::MAX,
+    ]
+    .iter()
+    .map(|&us| connect_bucket(us))
+    .collect();
+    assert_eq!(b, [0, 0, 1, 1, 1, 2, 3, 4, 4]);
+}
+
+/// A rate of requests a second, as flags give it: above 0, at most
+/// 10,000,000.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 10_000_000.0 => Ok(v),
+        _ => Err(format!("{s:?}: above 0 and at most 10,000,000")),
+    }
+}
+
+/// Now, in ns since the epoch: the clock of captured packets, on which a
+/// run's steps and the tap's windows meet.
+pub fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// What the threads share.
@@ -964,9 +1000,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
     };
     let uri = plan.target.uri().map_err(invalid)?;
     let start = Instant::now();
-    let start_unix_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let start_unix_ns = unix_ns();
     let shared = Shared {
         tls,
         uri,
@@ -1059,7 +1093,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
         tls: Percentiles::of(&total.tls),
         first_byte: Percentiles::of(&total.first_byte),
         lifetime: Percentiles::of(&total.lifetime),
-        connect_buckets: connect_buckets(&total.connect),
+        connect_buckets: total.connect_buckets,
         start_unix_ns,
         generator_cpu_seconds: total.cpu.as_secs_f64(),
         generator_busy: total.cpu.as_secs_f64() / (seconds * threads as f64).max(1e-9),

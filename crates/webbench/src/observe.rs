@@ -14,7 +14,9 @@
 //! progress (whose quotient by the window is the mean, the `L` of Little's
 //! law), their maximum, arrivals, ends by kind, lifetimes by arrival.
 //! Memory: the connections open at once, one bin per interval, and at most
-//! [`MAX_RTT_SAMPLES`] round trips per client.
+//! [`MAX_RTT_SAMPLES`] round trips per client. A connection whose end is
+//! never seen is given up on after [`HALF_OPEN_LIMIT`] or [`IDLE_LIMIT`]
+//! of silence, and counted as abandoned.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -27,6 +29,16 @@ use wire::{IpProtocol, LinkType};
 /// How long Linux keeps a connection in TIME_WAIT (TCP_TIMEWAIT_LEN).
 pub const TIME_WAIT: Duration = Duration::from_secs(60);
 
+/// A connection whose handshake has not completed and that has sent
+/// nothing for this long is given up on (abandoned): Linux's client has
+/// sent its last SYN by 63 s (tcp_syn_retries 6: 1 + 2 + ... + 32 s), and
+/// a client that gave up earlier (a connect timeout) sends nothing at all.
+pub const HALF_OPEN_LIMIT: Duration = Duration::from_secs(75);
+
+/// An established connection silent this long is given up on too (its
+/// end was not seen: the tap missed it, or the hosts vanished).
+pub const IDLE_LIMIT: Duration = Duration::from_secs(600);
+
 /// Connections tracked at once at most: past it, new SYNs are counted in
 /// [`Observer::untracked`] and not followed (a SYN flood must not grow
 /// memory without bound).
@@ -35,9 +47,13 @@ pub const MAX_TRACKED: usize = 1 << 21;
 /// Handshake round trips kept per client address.
 pub const MAX_RTT_SAMPLES: usize = 1 << 14;
 
-/// Bins a run may have at most (a day of 100 ms bins): past it the window
-/// is refused at construction.
+/// Bins an observer keeps at most (a day of 100 ms bins); packets past the
+/// last bin are counted in [`Observer::late`] and not in any bin.
 pub const MAX_BINS: u64 = 864_000;
+
+/// SYN-ACK copies remembered per connection (the first and three
+/// retransmissions, 1 + 2 + 4 s after it).
+const SYNACK_COPIES: usize = 4;
 
 /// Which packets are the server's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +69,20 @@ impl ServerAddr {
     }
 }
 
+/// One TCP segment as the observer needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub flags: TcpFlags,
+    pub seq: u32,
+    pub ack: u32,
+    /// Bytes of data it carries.
+    pub len: u32,
+    /// The timestamps option, (TSval, TSecr).
+    pub timestamps: Option<(u32, u32)>,
+}
+
 /// How a connection ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,6 +93,9 @@ pub enum End {
     ResetByServer,
     /// The client sent a reset.
     ResetByClient,
+    /// Nothing more was seen of it ([`HALF_OPEN_LIMIT`], [`IDLE_LIMIT`]),
+    /// or a new connection took its ports before its end was seen.
+    Abandoned,
 }
 
 /// Counts of one interval (or, summed, of a window).
@@ -70,8 +103,7 @@ pub enum End {
 struct Bin {
     /// Connection-nanoseconds in progress within the bin.
     in_progress_ns: u128,
-    /// Connection-nanoseconds in TIME_WAIT at the server within the bin.
-    time_wait_ns: u128,
+    /// The most connections in progress at once within the bin.
     max_in_progress: u32,
     arrivals: u64,
     closes: u64,
@@ -79,9 +111,10 @@ struct Bin {
     resets_by_client: u64,
     /// Resets answering a SYN (the connection was never made).
     refused: u64,
+    abandoned: u64,
     syn_retransmits: u64,
     /// Lifetimes (SYN to end) of connections that arrived in this bin and
-    /// ended, and how many.
+    /// ended by a close or a reset, and how many.
     lifetime_ns: u128,
     lifetimes: u64,
 }
@@ -90,10 +123,14 @@ struct Bin {
 #[derive(Clone, Copy, Debug)]
 struct Flow {
     syn_ns: u64,
+    /// The connection's last packet.
+    last_ns: u64,
     isn: u32,
-    /// The server's SYN-ACK (time, sequence number), until the handshake's
-    /// ACK comes.
-    synack: Option<(u64, u32)>,
+    /// The server's SYN-ACK copies (time, TSval), until the handshake's
+    /// ACK comes, and how many were sent.
+    synacks: [(u64, Option<u32>); SYNACK_COPIES],
+    synack_count: u8,
+    synack_seq: u32,
     established: bool,
     /// Sequence numbers just past each side's FIN, once sent.
     server_fin: Option<u32>,
@@ -104,7 +141,8 @@ struct Flow {
     server_closed_first: bool,
 }
 
-/// What a window of time saw at the server.
+/// What a window of time saw at the server. The window is widened to whole
+/// bins (100 ms by default); `seconds` is its length so widened.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Window {
     pub seconds: f64,
@@ -121,11 +159,13 @@ pub struct Window {
     pub resets_by_client: u64,
     /// Of the server's resets, those answering a SYN.
     pub refused: u64,
+    /// Connections given up on ([`End::Abandoned`]).
+    pub abandoned: u64,
     /// Resets of either side per connection arrived.
     pub reset_rate: f64,
     pub syn_retransmits: u64,
     /// Mean lifetime (first SYN to end) of the connections that arrived in
-    /// the window and ended, in ms.
+    /// the window and ended by a close or a reset, in ms.
     pub mean_lifetime_ms: f64,
     /// Little's law at the server: arrival rate × mean lifetime.
     pub littles_law: f64,
@@ -142,6 +182,9 @@ pub struct RttCheck {
     pub error_max_ms: f64,
     /// Per client: (address, given ms, median seen ms, handshakes).
     pub clients: Vec<(IpAddr, f64, f64, u64)>,
+    /// Handshakes whose ACK could not be matched to one of several SYN-ACK
+    /// copies (no timestamps to tell): no sample (Karn's rule).
+    pub ambiguous: u64,
 }
 
 /// Follows every connection to one server from the packets it exchanges.
@@ -152,36 +195,46 @@ pub struct Observer {
     origin_ns: u64,
     bin_ns: u64,
     bins: Vec<Bin>,
+    /// Connection-nanoseconds in TIME_WAIT per bin (apart from `bins`: it
+    /// reaches 60 s past the last packet).
+    time_wait_ns: Vec<u128>,
     flows: HashMap<(SocketAddr, SocketAddr), Flow>,
-    /// Connections ended in TIME_WAIT at the server: when each began it.
-    time_wait_since: Vec<u64>,
     rtts: HashMap<IpAddr, Vec<u32>>,
     /// The latest packet time seen.
     last_ns: u64,
+    /// The last time idle connections were looked for.
+    swept_ns: u64,
     /// Packets of the server's looked at.
     pub segments: u64,
     /// SYNs not followed for want of room ([`MAX_TRACKED`]).
     pub untracked: u64,
     /// Packets dated before the origin (not counted in any bin).
     pub early: u64,
+    /// Packets dated past the last bin ([`MAX_BINS`]).
+    pub late: u64,
+    /// Handshakes without a round-trip sample (see [`RttCheck::ambiguous`]).
+    pub ambiguous_rtts: u64,
 }
 
 impl Observer {
-    /// Observes `server` in bins of `bin` from `origin_ns` (ns since the
-    /// epoch) on.
+    /// Observes `server` in bins of `bin` (1 ms at the least) from
+    /// `origin_ns` (ns since the epoch) on.
     pub fn new(server: ServerAddr, origin_ns: u64, bin: Duration) -> Observer {
         Observer {
             server,
             origin_ns,
             bin_ns: (bin.as_nanos() as u64).max(1_000_000),
             bins: Vec::new(),
+            time_wait_ns: Vec::new(),
             flows: HashMap::new(),
-            time_wait_since: Vec::new(),
             rtts: HashMap::new(),
             last_ns: origin_ns,
+            swept_ns: origin_ns,
             segments: 0,
             untracked: 0,
             early: 0,
+            late: 0,
+            ambiguous_rtts: 0,
         }
     }
 
@@ -195,6 +248,9 @@ impl Observer {
         self.flows.len()
     }
 
+    /// The bin of `ts_ns`, made (with those before it) if new. A bin is
+    /// born with the connections open at the time as its maximum, so a bin
+    /// without arrivals still shows what it held.
     fn bin_mut(&mut self, ts_ns: u64) -> Option<&mut Bin> {
         let i = ts_ns.checked_sub(self.origin_ns)? / self.bin_ns;
         if i >= MAX_BINS {
@@ -202,30 +258,36 @@ impl Observer {
         }
         let i = i as usize;
         if i >= self.bins.len() {
-            self.bins.resize(i + 1, Bin::default());
+            let open = self.flows.len() as u32;
+            self.bins.resize(
+                i + 1,
+                Bin {
+                    max_in_progress: open,
+                    ..Bin::default()
+                },
+            );
         }
         Some(&mut self.bins[i])
     }
 
-    /// Adds `count` connections present over `[from, to)` to the bins'
-    /// integral (`time_wait` chooses which one).
+    /// Adds one connection present over `[from, to)` to the bins' integral
+    /// of connections in progress, or of connections in TIME_WAIT.
     fn spread(&mut self, from: u64, to: u64, time_wait: bool) {
         let from = from.max(self.origin_ns);
-        if to <= from {
-            return;
-        }
+        let to = to.min(self.origin_ns + MAX_BINS * self.bin_ns);
         let mut t = from;
         while t < to {
             let i = (t - self.origin_ns) / self.bin_ns;
-            let bin_end = self.origin_ns + (i + 1) * self.bin_ns;
-            let upto = bin_end.min(to);
-            let Some(b) = self.bin_mut(t) else {
-                return;
-            };
+            let upto = (self.origin_ns + (i + 1) * self.bin_ns).min(to);
+            let ns = u128::from(upto - t);
             if time_wait {
-                b.time_wait_ns += u128::from(upto - t);
-            } else {
-                b.in_progress_ns += u128::from(upto - t);
+                let i = i as usize;
+                if i >= self.time_wait_ns.len() {
+                    self.time_wait_ns.resize(i + 1, 0);
+                }
+                self.time_wait_ns[i] += ns;
+            } else if let Some(b) = self.bin_mut(t) {
+                b.in_progress_ns += ns;
             }
             t = upto;
         }
@@ -254,27 +316,53 @@ impl Observer {
             .map_or(0, |end| end.saturating_sub(off + tcp.header_len()));
         self.segment(
             ts_ns,
-            SocketAddr::new(t.src, t.src_port),
-            SocketAddr::new(t.dst, t.dst_port),
-            tcp.flags(),
-            tcp.seq_number(),
-            tcp.ack_number(),
-            payload as u32,
+            Segment {
+                src: SocketAddr::new(t.src, t.src_port),
+                dst: SocketAddr::new(t.dst, t.dst_port),
+                flags: tcp.flags(),
+                seq: tcp.seq_number(),
+                ack: tcp.ack_number(),
+                len: payload.min(u32::MAX as usize) as u32,
+                timestamps: tcp.timestamps(),
+            },
         );
     }
 
-    /// One TCP segment from `src` to `dst` carrying `len` bytes of data.
-    #[allow(clippy::too_many_arguments)]
-    pub fn segment(
-        &mut self,
-        ts_ns: u64,
-        src: SocketAddr,
-        dst: SocketAddr,
-        flags: TcpFlags,
-        seq: u32,
-        ack: u32,
-        len: u32,
-    ) {
+    /// Gives up on connections silent past their limit, once a second.
+    fn sweep(&mut self, now: u64) {
+        if now < self.swept_ns + 1_000_000_000 {
+            return;
+        }
+        self.swept_ns = now;
+        let (half, idle) = (
+            HALF_OPEN_LIMIT.as_nanos() as u64,
+            IDLE_LIMIT.as_nanos() as u64,
+        );
+        let gone: Vec<((SocketAddr, SocketAddr), u64)> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| {
+                let limit = if f.established { idle } else { half };
+                now.saturating_sub(f.last_ns) > limit
+            })
+            .map(|(k, f)| (*k, f.last_ns))
+            .collect();
+        for (key, last) in gone {
+            self.finish(key, last, End::Abandoned);
+        }
+    }
+
+    /// One TCP segment.
+    pub fn segment(&mut self, ts_ns: u64, seg: Segment) {
+        let Segment {
+            src,
+            dst,
+            flags,
+            seq,
+            ack,
+            len,
+            timestamps,
+        } = seg;
         let (from_server, client) = if self.server.is(dst) {
             (false, src)
         } else if self.server.is(src) {
@@ -288,20 +376,30 @@ impl Observer {
             self.early += 1;
             return;
         }
+        if ts_ns >= self.origin_ns + MAX_BINS * self.bin_ns {
+            self.late += 1;
+            return;
+        }
         self.last_ns = self.last_ns.max(ts_ns);
+        // Bins up to this packet first, born with the connections open
+        // before any is given up on below.
+        let _ = self.bin_mut(ts_ns);
+        self.sweep(ts_ns);
         let has = |f: TcpFlags| flags.0 & f.0 != 0;
         let key = (server, client);
         if has(TcpFlags::SYN) && !has(TcpFlags::ACK) && !from_server {
-            if let Some(f) = self.flows.get(&key) {
+            if let Some(f) = self.flows.get_mut(&key) {
                 if f.isn == seq && !f.established {
+                    f.last_ns = f.last_ns.max(ts_ns);
                     if let Some(b) = self.bin_mut(ts_ns) {
                         b.syn_retransmits += 1;
                     }
                     return;
                 }
                 // A new connection on the same ports: the old one is
-                // gone without a word (its end was not seen).
-                self.finish(key, ts_ns, None);
+                // gone without its end seen.
+                let last = f.last_ns;
+                self.finish(key, last, End::Abandoned);
             }
             if self.flows.len() >= MAX_TRACKED {
                 self.untracked += 1;
@@ -311,8 +409,11 @@ impl Observer {
                 key,
                 Flow {
                     syn_ns: ts_ns,
+                    last_ns: ts_ns,
                     isn: seq,
-                    synack: None,
+                    synacks: [(0, None); SYNACK_COPIES],
+                    synack_count: 0,
+                    synack_seq: 0,
                     established: false,
                     server_fin: None,
                     client_fin: None,
@@ -331,6 +432,10 @@ impl Observer {
         let Some(f) = self.flows.get_mut(&key) else {
             return;
         };
+        // Packets from two CPUs may come a little out of order: time never
+        // runs backwards within a connection.
+        let ts_ns = ts_ns.max(f.last_ns);
+        f.last_ns = ts_ns;
         if has(TcpFlags::RST) {
             let refused = from_server && !f.established;
             let end = if from_server {
@@ -347,28 +452,49 @@ impl Observer {
                     b.refused += 1;
                 }
             }
-            self.finish(key, ts_ns, Some(end));
+            self.finish(key, ts_ns, end);
             return;
         }
         if from_server && has(TcpFlags::SYN) && has(TcpFlags::ACK) {
-            // A retransmitted SYN-ACK restarts the clock (Karn).
-            f.synack = Some((ts_ns, seq));
+            let n = usize::from(f.synack_count);
+            if n < SYNACK_COPIES {
+                f.synacks[n] = (ts_ns, timestamps.map(|t| t.0));
+            }
+            f.synack_count = f.synack_count.saturating_add(1);
+            f.synack_seq = seq;
             return;
         }
-        if !from_server && has(TcpFlags::ACK) && !f.established {
-            if let Some((t0, s)) = f.synack {
-                if ack == s.wrapping_add(1) {
-                    f.established = true;
-                    f.synack = None;
+        if !from_server
+            && has(TcpFlags::ACK)
+            && !f.established
+            && f.synack_count > 0
+            && ack == f.synack_seq.wrapping_add(1)
+        {
+            f.established = true;
+            let copies = &f.synacks[..usize::from(f.synack_count).min(SYNACK_COPIES)];
+            // The copy this ACK answers: the one whose TSval it echoes
+            // (RFC 7323); without timestamps, only a lone copy is sure.
+            let answered = match timestamps {
+                Some((_, ecr)) if copies.iter().any(|c| c.1.is_some()) => {
+                    copies.iter().rev().find(|c| c.1 == Some(ecr)).map(|c| c.0)
+                }
+                _ if f.synack_count == 1 => Some(copies[0].0),
+                _ => None,
+            };
+            match answered {
+                Some(t0) => {
                     let rtt = ts_ns.saturating_sub(t0);
                     let v = self.rtts.entry(client.ip()).or_default();
                     if v.len() < MAX_RTT_SAMPLES {
                         v.push((rtt / 1000).min(u64::from(u32::MAX)) as u32);
                     }
                 }
+                None => self.ambiguous_rtts += 1,
             }
         }
-        let f = self.flows.get_mut(&key).expect("looked up above");
+        let Some(f) = self.flows.get_mut(&key) else {
+            return;
+        };
         if has(TcpFlags::FIN) {
             let past = seq.wrapping_add(len).wrapping_add(1);
             if from_server {
@@ -381,7 +507,8 @@ impl Observer {
             }
         }
         if has(TcpFlags::ACK) {
-            // An ACK at or beyond the other side's FIN acknowledges it.
+            // An ACK at or beyond the other side's FIN acknowledges it
+            // (sequence numbers compared modulo 2^32).
             let covers = |fin: Option<u32>| fin.is_some_and(|p| (ack.wrapping_sub(p) as i32) >= 0);
             if from_server {
                 f.client_fin_acked |= covers(f.client_fin);
@@ -393,58 +520,64 @@ impl Observer {
             if let Some(b) = self.bin_mut(ts_ns) {
                 b.closes += 1;
             }
-            self.finish(key, ts_ns, Some(End::Close));
+            self.finish(key, ts_ns, End::Close);
         }
     }
 
-    /// Ends connection `key` at `ts_ns` (`None`: it vanished unseen).
-    fn finish(&mut self, key: (SocketAddr, SocketAddr), ts_ns: u64, how: Option<End>) {
+    /// Ends connection `key` at `ts_ns`.
+    fn finish(&mut self, key: (SocketAddr, SocketAddr), ts_ns: u64, how: End) {
         let Some(f) = self.flows.remove(&key) else {
             return;
         };
-        self.spread(f.syn_ns, ts_ns, false);
-        if how.is_some() {
-            if let Some(b) = self.bin_mut(f.syn_ns) {
-                b.lifetime_ns += u128::from(ts_ns - f.syn_ns);
+        let end = ts_ns.max(f.syn_ns);
+        self.spread(f.syn_ns, end, false);
+        if let Some(b) = self.bin_mut(f.syn_ns) {
+            if how == End::Abandoned {
+                b.abandoned += 1;
+            } else {
+                b.lifetime_ns += u128::from(end - f.syn_ns);
                 b.lifetimes += 1;
             }
         }
-        if how == Some(End::Close) && f.server_closed_first {
-            self.time_wait_since.push(ts_ns);
+        if how == End::Close && f.server_closed_first {
+            self.spread(end, end + TIME_WAIT.as_nanos() as u64, true);
         }
     }
 
-    /// The bins' sums over `[from_ns, to_ns)`, with the connections still
-    /// open counted up to `to_ns` (or the last packet, if earlier).
+    /// `[from_ns, to_ns)` widened to whole bins: (first bin, bins).
+    fn bins_of(&self, from_ns: u64, to_ns: u64) -> (u64, u64) {
+        let from = from_ns.max(self.origin_ns) - self.origin_ns;
+        let to = to_ns.max(from_ns).max(self.origin_ns) - self.origin_ns;
+        let first = from / self.bin_ns;
+        let end = to.div_ceil(self.bin_ns).max(first + 1);
+        (first, end - first)
+    }
+
+    /// The bins' sums over `[from_ns, to_ns)` widened to whole bins, with
+    /// the connections still open counted up to the window's end or the
+    /// last packet, whichever is first.
     pub fn window(&self, from_ns: u64, to_ns: u64) -> Window {
-        let from = from_ns.max(self.origin_ns);
-        let to = to_ns.max(from);
-        let (first, last) = (
-            ((from - self.origin_ns) / self.bin_ns) as usize,
-            (to.saturating_sub(1).max(from) - self.origin_ns) / self.bin_ns,
-        );
+        let (first, n) = self.bins_of(from_ns, to_ns);
+        let from = self.origin_ns + first * self.bin_ns;
+        let to = from + n * self.bin_ns;
         let mut sum = Bin::default();
-        let mut in_progress: u128 = 0;
         let mut time_wait: u128 = 0;
-        for i in first..=(last as usize) {
-            let Some(b) = self.bins.get(i) else {
-                break;
-            };
-            let b0 = self.origin_ns + i as u64 * self.bin_ns;
-            let (lo, hi) = (b0.max(from), (b0 + self.bin_ns).min(to));
-            // A bin partly inside the window counts in proportion.
-            let part = |x: u128| x * u128::from(hi.saturating_sub(lo)) / u128::from(self.bin_ns);
-            in_progress += part(b.in_progress_ns);
-            time_wait += part(b.time_wait_ns);
-            sum.max_in_progress = sum.max_in_progress.max(b.max_in_progress);
-            sum.arrivals += b.arrivals;
-            sum.closes += b.closes;
-            sum.resets_by_server += b.resets_by_server;
-            sum.resets_by_client += b.resets_by_client;
-            sum.refused += b.refused;
-            sum.syn_retransmits += b.syn_retransmits;
-            sum.lifetime_ns += b.lifetime_ns;
-            sum.lifetimes += b.lifetimes;
+        for i in first..first + n {
+            let i = i as usize;
+            if let Some(b) = self.bins.get(i) {
+                sum.in_progress_ns += b.in_progress_ns;
+                sum.max_in_progress = sum.max_in_progress.max(b.max_in_progress);
+                sum.arrivals += b.arrivals;
+                sum.closes += b.closes;
+                sum.resets_by_server += b.resets_by_server;
+                sum.resets_by_client += b.resets_by_client;
+                sum.refused += b.refused;
+                sum.abandoned += b.abandoned;
+                sum.syn_retransmits += b.syn_retransmits;
+                sum.lifetime_ns += b.lifetime_ns;
+                sum.lifetimes += b.lifetimes;
+            }
+            time_wait += self.time_wait_ns.get(i).copied().unwrap_or(0);
         }
         // Connections still open: in progress from their SYN (or the
         // window's start) to the window's end or the last packet.
@@ -452,28 +585,12 @@ impl Observer {
         for f in self.flows.values() {
             let s = f.syn_ns.max(from);
             if s < until {
-                in_progress += u128::from(until - s);
-            }
-        }
-        for &t in &self.time_wait_since {
-            let (s, e) = (t.max(from), (t + TIME_WAIT.as_nanos() as u64).min(to));
-            if s < e {
-                time_wait += u128::from(e - s);
+                sum.in_progress_ns += u128::from(until - s);
             }
         }
         let span = (to - from) as f64 / 1e9;
-        let per = |x: u128| {
-            if span > 0.0 {
-                x as f64 / 1e9 / span
-            } else {
-                0.0
-            }
-        };
-        let arrival_rate = if span > 0.0 {
-            sum.arrivals as f64 / span
-        } else {
-            0.0
-        };
+        let per = |x: u128| x as f64 / 1e9 / span;
+        let arrival_rate = sum.arrivals as f64 / span;
         let mean_lifetime = if sum.lifetimes > 0 {
             sum.lifetime_ns as f64 / sum.lifetimes as f64 / 1e9
         } else {
@@ -484,13 +601,14 @@ impl Observer {
             seconds: span,
             arrivals: sum.arrivals,
             arrival_rate,
-            mean_in_progress: per(in_progress),
+            mean_in_progress: per(sum.in_progress_ns),
             max_in_progress: sum.max_in_progress,
             mean_time_wait: per(time_wait),
             closes: sum.closes,
             resets_by_server: sum.resets_by_server,
             resets_by_client: sum.resets_by_client,
             refused: sum.refused,
+            abandoned: sum.abandoned,
             reset_rate: if sum.arrivals > 0 {
                 resets as f64 / sum.arrivals as f64
             } else {
@@ -502,10 +620,11 @@ impl Observer {
         }
     }
 
-    /// The time series: one [`Window`] per `step` from the origin to the
-    /// last packet.
+    /// The time series: one [`Window`] per `step` (a whole number of bins)
+    /// from the origin to the last packet, with its start in seconds.
     pub fn series(&self, step: Duration) -> Vec<(f64, Window)> {
-        let step = (step.as_nanos() as u64).max(self.bin_ns);
+        let bins = ((step.as_nanos() as u64 + self.bin_ns / 2) / self.bin_ns).max(1);
+        let step = bins * self.bin_ns;
         let mut out = Vec::new();
         let mut t = self.origin_ns;
         while t < self.last_ns && out.len() < MAX_BINS as usize {
@@ -555,6 +674,7 @@ impl Observer {
             }
         };
         RttCheck {
+            ambiguous: self.ambiguous_rtts,
             handshakes: errors.len() as u64,
             error_p50_ms: q(0.5),
             error_p99_ms: q(0.99),
@@ -583,6 +703,59 @@ fn ip_end(data: &[u8], l3: usize) -> Option<usize> {
     }
 }
 
+#[doc(hidden)]
+/// The `observe` fuzz target's check, which the test suite replays: `data`
+/// is a run of frames, each a 2-byte length, a signed 2-byte step of time
+/// in units of 100 µs (packets may come out of order) and the Ethernet
+/// frame's bytes, fed to an observer of port 80. Whatever the frames, no
+/// panic, and the counts stay consistent: every connection that arrived
+/// is still open or ended exactly once, means are finite, not negative,
+/// and never above the maximum.
+pub fn fuzz_check(data: &[u8]) {
+    let origin = 1_000_000_000_000;
+    let mut o = Observer::new(
+        ServerAddr { ip: None, port: 80 },
+        origin,
+        Duration::from_millis(100),
+    );
+    let mut t = origin + 10_000_000_000;
+    let mut rest = data;
+    while rest.len() >= 4 {
+        let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
+        let step = i64::from(i16::from_be_bytes([rest[2], rest[3]])) * 100_000;
+        t = t.saturating_add_signed(step);
+        rest = &rest[4..];
+        let frame = &rest[..len.min(rest.len())];
+        o.frame(LinkType::Ethernet, t, frame);
+        rest = &rest[frame.len()..];
+    }
+    let end = o.last_ns() + 1;
+    let w = o.window(origin, end);
+    let ended = w.closes + w.resets_by_server + w.resets_by_client + w.abandoned;
+    assert_eq!(ended + o.open() as u64, w.arrivals, "{w:?}");
+    assert!(w.refused <= w.resets_by_server);
+    for x in [
+        w.mean_in_progress,
+        w.mean_time_wait,
+        w.mean_lifetime_ms,
+        w.arrival_rate,
+    ] {
+        assert!(x.is_finite() && x >= 0.0, "{w:?}");
+    }
+    assert!(
+        w.mean_in_progress <= f64::from(w.max_in_progress) + 1e-9,
+        "{w:?}"
+    );
+    for (_, x) in o.series(Duration::from_millis(300)) {
+        assert!(
+            x.mean_in_progress <= f64::from(x.max_in_progress) + 1e-9,
+            "{x:?}"
+        );
+    }
+    let r = o.rtt_check(&[(IpAddr::from([127, 0, 0, 2]), Duration::from_millis(10))]);
+    assert!(r.error_p50_ms <= r.error_p99_ms && r.error_p99_ms <= r.error_max_ms);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -596,6 +769,32 @@ mod tests {
 
     fn sa(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    /// A segment without timestamps.
+    #[allow(clippy::too_many_arguments)]
+    fn seg(
+        o: &mut Observer,
+        t: u64,
+        src: SocketAddr,
+        dst: SocketAddr,
+        flags: TcpFlags,
+        seq: u32,
+        ack: u32,
+        len: u32,
+    ) {
+        o.segment(
+            t,
+            Segment {
+                src,
+                dst,
+                flags,
+                seq,
+                ack,
+                len,
+                timestamps: None,
+            },
+        );
     }
 
     fn server() -> SocketAddr {
@@ -617,13 +816,13 @@ mod tests {
     fn exchange(o: &mut Observer, c: SocketAddr, t: u64, rtt: u64) {
         let s = server();
         let at = |ms: u64| 1_000 * MS + ms * MS;
-        o.segment(at(t), c, s, SYN, 100, 0, 0);
-        o.segment(at(t), s, c, SYNACK, 5000, 101, 0);
-        o.segment(at(t + rtt), c, s, ACK, 101, 5001, 0);
-        o.segment(at(t + rtt), c, s, ACK, 101, 5001, 80);
-        o.segment(at(t + rtt), s, c, FINACK, 5001, 181, 1000);
-        o.segment(at(t + 2 * rtt), c, s, FINACK, 181, 6002, 0);
-        o.segment(at(t + 2 * rtt), s, c, ACK, 6002, 182, 0);
+        seg(o, at(t), c, s, SYN, 100, 0, 0);
+        seg(o, at(t), s, c, SYNACK, 5000, 101, 0);
+        seg(o, at(t + rtt), c, s, ACK, 101, 5001, 0);
+        seg(o, at(t + rtt), c, s, ACK, 101, 5001, 80);
+        seg(o, at(t + rtt), s, c, FINACK, 5001, 181, 1000);
+        seg(o, at(t + 2 * rtt), c, s, FINACK, 181, 6002, 0);
+        seg(o, at(t + 2 * rtt), s, c, ACK, 6002, 182, 0);
     }
 
     #[test]
@@ -674,18 +873,27 @@ mod tests {
         let at = |ms: u64| 1_000 * MS + ms * MS;
         // Refused: RST to the SYN.
         let c1 = sa("127.0.0.2:1");
-        o.segment(at(0), c1, s, SYN, 7, 0, 0);
-        o.segment(at(0), s, c1, TcpFlags(0x014), 0, 8, 0);
+        seg(&mut o, at(0), c1, s, SYN, 7, 0, 0);
+        seg(&mut o, at(0), s, c1, TcpFlags(0x014), 0, 8, 0);
         // A SYN sent again after 1 s (the accept queue was full), then made,
         // then reset by the client.
         let c2 = sa("127.0.0.3:2");
-        o.segment(at(0), c2, s, SYN, 9, 0, 0);
-        o.segment(at(1000), c2, s, SYN, 9, 0, 0);
-        o.segment(at(1000), s, c2, SYNACK, 50, 10, 0);
-        o.segment(at(1001), c2, s, ACK, 10, 51, 0);
-        o.segment(at(1500), c2, s, RST, 10, 0, 0);
+        seg(&mut o, at(0), c2, s, SYN, 9, 0, 0);
+        seg(&mut o, at(1000), c2, s, SYN, 9, 0, 0);
+        seg(&mut o, at(1000), s, c2, SYNACK, 50, 10, 0);
+        seg(&mut o, at(1001), c2, s, ACK, 10, 51, 0);
+        seg(&mut o, at(1500), c2, s, RST, 10, 0, 0);
         // Packets of other servers are not looked at.
-        o.segment(at(5), sa("127.0.0.4:5"), sa("127.0.0.1:81"), SYN, 1, 0, 0);
+        seg(
+            &mut o,
+            at(5),
+            sa("127.0.0.4:5"),
+            sa("127.0.0.1:81"),
+            SYN,
+            1,
+            0,
+            0,
+        );
         let w = o.window(at(0), at(2000));
         assert_eq!(w.arrivals, 2);
         assert_eq!(
@@ -705,15 +913,15 @@ mod tests {
         let mut o = observer();
         let (s, c) = (server(), sa("127.0.0.2:9"));
         let at = |ms: u64| 1_000 * MS + ms * MS;
-        o.segment(at(0), c, s, SYN, 0, 0, 0);
-        o.segment(at(0), s, c, SYNACK, 0, 1, 0);
-        o.segment(at(10), c, s, ACK, 1, 1, 0);
-        o.segment(at(20), c, s, FINACK, 1, 1, 0);
-        o.segment(at(20), s, c, ACK, 1, 2, 0);
+        seg(&mut o, at(0), c, s, SYN, 0, 0, 0);
+        seg(&mut o, at(0), s, c, SYNACK, 0, 1, 0);
+        seg(&mut o, at(10), c, s, ACK, 1, 1, 0);
+        seg(&mut o, at(20), c, s, FINACK, 1, 1, 0);
+        seg(&mut o, at(20), s, c, ACK, 1, 2, 0);
         assert_eq!(o.open(), 1);
-        o.segment(at(30), s, c, FINACK, 1, 2, 0);
+        seg(&mut o, at(30), s, c, FINACK, 1, 2, 0);
         assert_eq!(o.open(), 1);
-        o.segment(at(40), c, s, ACK, 2, 2, 0);
+        seg(&mut o, at(40), c, s, ACK, 2, 2, 0);
         assert_eq!(o.open(), 0);
         let w = o.window(at(0), at(100));
         assert_eq!(w.closes, 1);
@@ -726,58 +934,82 @@ mod tests {
         let mut o = observer();
         let (s, c) = (server(), sa("127.0.0.2:9"));
         let at = |ms: u64| 1_000 * MS + ms * MS;
-        o.segment(at(0), c, s, SYN, 0, 0, 0);
-        o.segment(at(400), s, c, SYNACK, 0, 1, 0);
+        seg(&mut o, at(0), c, s, SYN, 0, 0, 0);
+        seg(&mut o, at(400), s, c, SYNACK, 0, 1, 0);
         let w = o.window(at(0), at(800));
         // Open from 0 to the last packet at 400 ms: half the window.
         assert!((w.mean_in_progress - 0.5).abs() < 1e-9, "{w:?}");
         assert_eq!((w.closes, w.mean_lifetime_ms), (0, 0.0));
         // Before the origin: not counted.
-        o.segment(5, c, s, SYN, 3, 0, 0);
+        seg(&mut o, 5, c, s, SYN, 3, 0, 0);
         assert_eq!(o.early, 1);
     }
-}
 
-/// The `observe` fuzz target's check, which the test suite replays: `data`
-/// is a run of frames, each a 2-byte length, a 2-byte gap in units of
-/// 100 µs and the Ethernet frame's bytes, fed to an observer of port 80.
-/// Whatever the frames, no panic, and the counts stay consistent: no
-/// connection ends that did not arrive, means are finite and not negative,
-/// and the steady window equals the sum of its halves' arrivals.
-pub fn fuzz_check(data: &[u8]) {
-    let origin = 1_000_000_000_000;
-    let mut o = Observer::new(
-        ServerAddr { ip: None, port: 80 },
-        origin,
-        Duration::from_millis(100),
-    );
-    let mut t = origin;
-    let mut rest = data;
-    while rest.len() >= 4 {
-        let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
-        t += u64::from(u16::from_be_bytes([rest[2], rest[3]])) * 100_000;
-        rest = &rest[4..];
-        let frame = &rest[..len.min(rest.len())];
-        o.frame(LinkType::Ethernet, t, frame);
-        rest = &rest[frame.len()..];
+    #[test]
+    fn a_retransmitted_synack_is_matched_by_timestamps_or_gives_no_sample() {
+        let mut o = observer();
+        let (s, c) = (server(), sa("127.0.0.2:7"));
+        let at = |ms: u64| 1_000 * MS + ms * MS;
+        let with_ts = |o: &mut Observer, t, src, dst, flags, seq, ack, ts| {
+            o.segment(
+                t,
+                Segment {
+                    src,
+                    dst,
+                    flags,
+                    seq,
+                    ack,
+                    len: 0,
+                    timestamps: Some(ts),
+                },
+            )
+        };
+        // A 2.1 s round trip: the server sends its SYN-ACK again at 1 s;
+        // the ACK that comes at 2.1 s echoes the first copy's TSval.
+        with_ts(&mut o, at(0), c, s, SYN, 1, 0, (500, 0));
+        with_ts(&mut o, at(0), s, c, SYNACK, 9, 2, (1000, 500));
+        with_ts(&mut o, at(1000), s, c, SYNACK, 9, 2, (2000, 500));
+        with_ts(&mut o, at(2100), c, s, ACK, 2, 10, (502, 1000));
+        let r = o.rtt_check(&[(c.ip(), Duration::from_millis(2100))]);
+        assert_eq!((r.handshakes, r.error_max_ms, r.ambiguous), (1, 0.0, 0));
+        // Without timestamps the ACK could answer either copy: no sample.
+        let c2 = sa("127.0.0.3:7");
+        seg(&mut o, at(0), c2, s, SYN, 1, 0, 0);
+        seg(&mut o, at(0), s, c2, SYNACK, 9, 2, 0);
+        seg(&mut o, at(1000), s, c2, SYNACK, 9, 2, 0);
+        seg(&mut o, at(2100), c2, s, ACK, 2, 10, 0);
+        let r = o.rtt_check(&[(c2.ip(), Duration::from_millis(2100))]);
+        assert_eq!((r.handshakes, r.ambiguous), (0, 1));
     }
-    let end = o.last_ns() + 1;
-    let w = o.window(origin, end);
-    assert!(w.closes + w.resets_by_server + w.resets_by_client <= w.arrivals + o.untracked);
-    assert!(w.refused <= w.resets_by_server);
-    for x in [
-        w.mean_in_progress,
-        w.mean_time_wait,
-        w.mean_lifetime_ms,
-        w.arrival_rate,
-    ] {
-        assert!(x.is_finite() && x >= 0.0, "{w:?}");
+
+    #[test]
+    fn a_client_that_gives_up_is_abandoned_and_bins_without_arrivals_keep_their_maximum() {
+        let mut o = observer();
+        let (s, c) = (server(), sa("127.0.0.2:7"));
+        let at = |ms: u64| 1_000 * MS + ms * MS;
+        // A SYN and its retransmission at 1 s, then nothing from it;
+        // another client's SYN between.
+        let c2 = sa("127.0.0.3:8");
+        seg(&mut o, at(0), c, s, SYN, 1, 0, 0);
+        seg(&mut o, at(500), c2, s, SYN, 5, 0, 0);
+        seg(&mut o, at(1000), c, s, SYN, 1, 0, 0);
+        // A bin with no arrival still shows the two connections it held.
+        let w = o.window(at(700), at(800));
+        assert_eq!((w.arrivals, w.max_in_progress), (0, 2), "{w:?}");
+        assert!((w.mean_in_progress - 2.0).abs() < 1e-9, "{w:?}");
+        seg(&mut o, at(60_000), c2, s, SYN, 5, 0, 0);
+        seg(&mut o, at(80_000), c2, s, SYN, 5, 0, 0);
+        // Past HALF_OPEN_LIMIT of silence the first is given up on, in
+        // progress up to its last packet; the second lives on.
+        assert_eq!(o.open(), 1);
+        let w = o.window(at(0), at(80_000));
+        assert_eq!(
+            (w.arrivals, w.abandoned, w.syn_retransmits),
+            (2, 1, 2),
+            "{w:?}"
+        );
+        assert_eq!(w.closes + w.resets_by_client + w.resets_by_server, 0);
+        // Windows are whole bins: one starting mid-bin covers all of it.
+        assert_eq!(o.window(at(50), at(60)).seconds, 0.1);
     }
-    let mid = origin + (end - origin) / 2;
-    let (a, b) = (o.window(origin, mid), o.window(mid, end));
-    // Arrivals fall in whole bins: the halves cover the same bins, the
-    // middle one twice when the cut falls inside it.
-    assert!(a.arrivals + b.arrivals >= w.arrivals);
-    let _ = o.series(Duration::from_secs(1));
-    let _ = o.rtt_check(&[(IpAddr::from([10, 0, 0, 2]), Duration::from_millis(10))]);
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::host::{HostWatch, ServerHost};
-use crate::load::{run, Model, Plan, Results};
+use crate::load::{run, unix_ns, Model, Plan, Results};
 use crate::observe::{RttCheck, ServerAddr, Window};
 use crate::tap::Tap;
 
@@ -90,12 +90,6 @@ pub struct SessionResult {
     pub problems: Vec<String>,
 }
 
-fn unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// A model in words.
 pub fn describe(m: &Model) -> String {
     match *m {
@@ -121,7 +115,8 @@ pub fn run_session(sp: &SessionPlan, stop: Arc<AtomicBool>) -> io::Result<Sessio
                     port,
                 },
                 origin,
-                sp.interval.min(Duration::from_millis(100)),
+                // The series' interval is a whole number of these bins.
+                Duration::from_millis(100),
             )
             .map_err(|e| io::Error::new(e.kind(), format!("observing on {ifc}: {e}")))?,
         )),
@@ -164,8 +159,12 @@ pub fn run_session(sp: &SessionPlan, stop: Arc<AtomicBool>) -> io::Result<Sessio
         });
     }
     let mut out = SessionResult::default();
-    if let Some((interface, tap)) = tap {
-        let seen = tap.stop()?;
+    let seen = tap.map(|(interface, tap)| (interface, tap.stop()));
+    if let Some((interface, Err(e))) = &seen {
+        out.problems
+            .push(format!("{interface}: the tap's figures are lost: {e}"));
+    }
+    if let Some((interface, Ok(seen))) = seen {
         let o = &seen.observer;
         for (step, &(from, to)) in steps.iter_mut().zip(&windows) {
             let w = o.window(from, to);
@@ -186,23 +185,11 @@ pub fn run_session(sp: &SessionPlan, stop: Arc<AtomicBool>) -> io::Result<Sessio
             out.rtt = Some(o.rtt_check(&sp.rtts));
         }
         out.server_rtts_us = o.all_rtts_us();
-        if seen.kernel.drops > 0 {
-            out.problems.push(format!(
-                "the tap on {interface} lost {} of {} packets: the server's counts are incomplete",
-                seen.kernel.drops, seen.kernel.packets
-            ));
-        }
-        if o.untracked > 0 {
-            out.problems.push(format!(
-                "{} connections were not followed (more than {} open at once)",
-                o.untracked,
-                crate::observe::MAX_TRACKED
-            ));
-        }
-        if let Some(e) = &seen.error {
-            out.problems
-                .push(format!("the tap on {interface} stopped: {e}"));
-        }
+        out.problems.extend(
+            seen.problems()
+                .into_iter()
+                .map(|p| format!("{interface}: {p}")),
+        );
         out.tap = Some(TapStats {
             interface,
             packets: seen.kernel.packets,

@@ -12,7 +12,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use capture::{KernelStats, RingConfig, TpacketRing};
 
@@ -21,6 +21,10 @@ use crate::observe::{Observer, ServerAddr};
 /// Bytes of each packet kept: Ethernet, IPv6 and a TCP header with all its
 /// options fit.
 pub const SNAPLEN: u32 = 128;
+
+/// How long a stopping tap goes on reading what the kernel holds: its
+/// blocks are handed over after 10 ms at the latest.
+const DRAIN: Duration = Duration::from_millis(60);
 
 /// What a tap saw.
 pub struct Observed {
@@ -31,10 +35,34 @@ pub struct Observed {
     pub error: Option<String>,
 }
 
-/// A running tap.
+impl Observed {
+    /// What makes the server's figures incomplete, in words.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.kernel.drops > 0 {
+            p.push(format!(
+                "the tap lost {} of {} packets: the server's counts are incomplete",
+                self.kernel.drops, self.kernel.packets
+            ));
+        }
+        if self.observer.untracked > 0 {
+            p.push(format!(
+                "{} connections were not followed (more than {} open at once)",
+                self.observer.untracked,
+                crate::observe::MAX_TRACKED
+            ));
+        }
+        if let Some(e) = &self.error {
+            p.push(format!("the tap stopped: {e}"));
+        }
+        p
+    }
+}
+
+/// A running tap; dropped without [`Tap::stop`], its thread still ends.
 pub struct Tap {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Observed>,
+    thread: Option<JoinHandle<Observed>>,
 }
 
 impl Tap {
@@ -64,22 +92,22 @@ impl Tap {
                 let mut observer = Observer::new(server, origin_ns, bin);
                 let link = ring.link_type();
                 let mut error = None;
-                // After the stop flag, read until the kernel hands over no
-                // more: the last partly filled block comes after its
-                // 10 ms timeout.
-                let mut idle_after_stop = 0;
+                // After the stop flag, read what the kernel already holds:
+                // the last partly filled block comes after its 10 ms
+                // timeout. On a busy interface blocks never stop coming, so
+                // the reading ends at a deadline, not when they do.
+                let mut deadline: Option<Instant> = None;
                 loop {
-                    let stopping = flag.load(Ordering::Relaxed);
+                    if deadline.is_none() && flag.load(Ordering::Relaxed) {
+                        deadline = Some(Instant::now() + DRAIN);
+                    }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        break;
+                    }
                     match ring.acquire_block(Duration::from_millis(20)) {
                         Ok(Some(block)) => {
                             for p in block.packets() {
                                 observer.frame(link, p.ts_ns, p.data);
-                            }
-                        }
-                        Ok(None) if stopping => {
-                            idle_after_stop += 1;
-                            if idle_after_stop >= 2 {
-                                break;
                             }
                         }
                         Ok(None) => {}
@@ -96,15 +124,30 @@ impl Tap {
                     error,
                 }
             })?;
-        Ok(Tap { stop, thread })
+        Ok(Tap {
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Stops reading (after what the kernel still holds) and gives what
     /// was seen.
-    pub fn stop(self) -> io::Result<Observed> {
+    pub fn stop(mut self) -> io::Result<Observed> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread
-            .join()
-            .map_err(|_| io::Error::other("the tap's thread panicked"))
+            .take()
+            .map(JoinHandle::join)
+            .transpose()
+            .map_err(|_| io::Error::other("the tap's thread panicked"))?
+            .ok_or_else(|| io::Error::other("the tap was stopped twice"))
+    }
+}
+
+impl Drop for Tap {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

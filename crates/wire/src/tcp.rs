@@ -200,6 +200,11 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     pub fn options(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
     }
+    /// The timestamps option (RFC 7323 §3), `(TSval, TSecr)`, if the
+    /// options hold a well-formed one.
+    pub fn timestamps(&self) -> Option<(u32, u32)> {
+        timestamps_in(self.options())
+    }
     /// Segment data.
     #[inline]
     pub fn payload(&self) -> &[u8] {
@@ -335,6 +340,39 @@ impl fmt::Display for TcpRepr<'_> {
     }
 }
 
+/// Option kinds (RFC 9293 §3.2, RFC 7323).
+mod option {
+    pub const END: u8 = 0;
+    pub const NOP: u8 = 1;
+    pub const TIMESTAMPS: u8 = 8;
+    pub const TIMESTAMPS_LEN: usize = 10;
+}
+
+/// Walks an options field for the timestamps option: `(TSval, TSecr)`.
+/// A malformed list (a length under 2 or past the end) ends the walk with
+/// nothing, as a receiver would drop such options.
+pub fn timestamps_in(opts: &[u8]) -> Option<(u32, u32)> {
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            option::END => return None,
+            option::NOP => i += 1,
+            kind => {
+                let len = usize::from(*opts.get(i + 1)?);
+                if len < 2 || i + len > opts.len() {
+                    return None;
+                }
+                if kind == option::TIMESTAMPS && len == option::TIMESTAMPS_LEN {
+                    let o = &opts[i + 2..i + 10];
+                    return Some((be32(&o[0..4]), be32(&o[4..8])));
+                }
+                i += len;
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +406,27 @@ mod tests {
             r.to_string(),
             "tcp 46974 > 18080: Flags [S], seq 3514881172, ack 0, win 65495"
         );
+    }
+
+    #[test]
+    fn the_timestamps_option_is_found_and_malformed_lists_give_none() {
+        // The captured SYN: TSval 0x756c6b7b, TSecr 0.
+        let p = TcpPacket::new_checked(&LO_SYN[..]).unwrap();
+        assert_eq!(p.timestamps(), Some((0x756c_6b7b, 0)));
+        // NOP NOP then timestamps, as Linux writes it on data segments.
+        let o = [1, 1, 8, 10, 0, 0, 0, 5, 0, 0, 0, 7];
+        assert_eq!(timestamps_in(&o), Some((5, 7)));
+        // End of list first, a length of 0 or 1, a length past the end,
+        // a timestamps option of the wrong length: none, and no panic.
+        assert_eq!(timestamps_in(&[0, 8, 10, 0, 0, 0, 5, 0, 0, 0, 7]), None);
+        assert_eq!(timestamps_in(&[2, 0, 8, 10]), None);
+        assert_eq!(timestamps_in(&[2, 1]), None);
+        assert_eq!(timestamps_in(&[8, 10, 0, 0]), None);
+        assert_eq!(timestamps_in(&[8, 6, 0, 0, 0, 5]), None);
+        assert_eq!(timestamps_in(&[2]), None);
+        for cut in 0..o.len() {
+            assert_eq!(timestamps_in(&o[..cut]), None);
+        }
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub struct WebbenchArgs {
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = delay::profile::parse_duration)]
     pub cooldown: Duration,
     /// Open model: start this many requests a second, answered or not; latency counts from the scheduled time.
-    #[arg(long, value_name = "PER_SECOND", value_parser = request_rate)]
+    #[arg(long, value_name = "PER_SECOND", value_parser = webbench::load::parse_rate)]
     pub rate: Option<f64>,
     /// Open model: exponential gaps between requests (Poisson arrivals) instead of even ones.
     #[arg(long, requires = "rate")]
@@ -204,13 +204,5 @@ fn tls_version(s: &str) -> Result<TlsVersions, String> {
         "1.2" => Ok(TlsVersions::Tls12),
         "1.3" => Ok(TlsVersions::Tls13),
         _ => Err(format!("{s:?}: 1.2 or 1.3")),
-    }
-}
-
-/// Requests a second: above 0, at most 10,000,000.
-fn request_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 10_000_000.0 => Ok(v),
-        _ => Err(format!("{s:?}: above 0 and at most 10,000,000")),
     }
 }
