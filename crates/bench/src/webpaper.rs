@@ -19,6 +19,7 @@
 //! kernel's `somaxconn` and the versions are printed with the tables.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,6 +109,8 @@ fn nginx(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> {
     .map_err(|e| input("nginx.conf", e))?;
     let child = ns
         .command(&["nginx", "-c", &conf.to_string_lossy(), "-g", "daemon off;"])
+        // A process group of its own, as Apache's (see there).
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -146,6 +149,9 @@ fn apache(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> 
     .map_err(|e| input("httpd.conf", e))?;
     let child = ns
         .command(&["apache2", "-f", &conf.to_string_lossy(), "-DFOREGROUND"])
+        // A process group of its own: Apache ends by signalling
+        // its whole group, which would otherwise stop this bench.
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -403,6 +409,13 @@ fn experiment_2(
     let steps: Vec<String> = a.steps.iter().map(u64::to_string).collect();
     let mut all = Vec::new();
     for (run, d) in [("2-1", 0), ("2-2", 2)] {
+        // A run begins after the cooldown too: the connections the last
+        // one left (in the accept queue, in TIME_WAIT) must not end, or be
+        // reset, inside this run's first step.
+        let until = Instant::now() + Duration::from_secs(a.cooldown_seconds);
+        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -507,10 +520,20 @@ fn rtt_check(
     let r = &v["rtt"];
     writeln!(
         out,
-        "\n### The delay line's precision, {}: {} requests/s of 10 KB, 100 clients with the profile, {} s\n\n         | packets/s through the line | handshakes | seen - given p50 ms | p99 ms | max ms | line lateness p99 us | late (> 1 ms) | tap drops | delay line |\n         |---:|---:|---:|---:|---:|---:|---:|---:|---|\n         | {pps:.0} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} |",
+        "\n### The delay line's precision, {}: {} requests/s of 10 KB, 100 clients with the profile, {} s\n",
         s.name,
         a.rtt_rate,
-        a.rtt_seconds,
+        a.rtt_seconds
+    )?;
+    writeln!(
+        out,
+        "| packets/s through the line, the load's seconds | the run's (drain included) | handshakes | seen - given p50 ms | p99 ms | max ms | line lateness p99 us | late (> 1 ms) | tap drops | delay line |"
+    )?;
+    writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    writeln!(
+        out,
+        "| {:.0} | {pps:.0} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} |",
+        f(d, &["received"]) / a.rtt_seconds as f64,
         r["handshakes"],
         f(r, &["error_p50_ms"]),
         f(r, &["error_p99_ms"]),
@@ -518,7 +541,11 @@ fn rtt_check(
         d["lateness"]["p99_us"],
         d["late"],
         v["tap"]["drops"],
-        if d["valid"].as_bool() == Some(true) { "valid" } else { "INVALID" }
+        if d["valid"].as_bool() == Some(true) {
+            "valid"
+        } else {
+            "INVALID"
+        }
     )?;
     if d["valid"].as_bool() != Some(true) {
         report.problems.push(format!(
