@@ -14,8 +14,8 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use wire::tcp::{TcpFlags, TcpPacket};
-use wire::{IpProtocol, LinkType};
+use wire::tcp::TcpFlags;
+use wire::LinkType;
 
 /// Points a CDF file gets at most.
 pub const MAX_POINTS: usize = 1000;
@@ -76,13 +76,7 @@ impl Tracker {
     /// One captured frame of `link` at `ts_ns`.
     pub fn frame(&mut self, link: LinkType, ts_ns: u64, data: &[u8]) {
         let s = wire::slice(link, data);
-        let (Some(t), Some(off)) = (s.five_tuple(), s.transport_offset()) else {
-            return;
-        };
-        if t.protocol != IpProtocol::Tcp {
-            return;
-        }
-        let Ok(tcp) = TcpPacket::new_checked(&data[off..]) else {
+        let (Some(t), Some(tcp)) = (s.five_tuple(), s.tcp()) else {
             return;
         };
         let flags = tcp.flags();

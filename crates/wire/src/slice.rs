@@ -664,6 +664,15 @@ impl<'a> Slice<'a> {
         Some(TcpPacket::new_unchecked(b).flags())
     }
 
+    /// The TCP header and what follows it up to the IP packet's end, if this
+    /// is TCP (not a later fragment) and its header is whole.
+    pub fn tcp(&self) -> Option<TcpPacket<&'a [u8]>> {
+        if IpProtocol::from(self.protocol) != IpProtocol::Tcp || self.ip_version == NO_IP {
+            return None;
+        }
+        TcpPacket::new_checked(self.l4_bytes(tcp::HEADER_LEN)?).ok()
+    }
+
     /// ICMP or ICMPv6 type and code.
     pub fn icmp(&self) -> Option<(u8, u8)> {
         match (self.ip_version, IpProtocol::from(self.protocol)) {
@@ -787,6 +796,11 @@ mod tests {
         let t = s.five_tuple().unwrap();
         assert_eq!(t.to_string(), "tcp 127.0.0.1:46974 > 127.0.0.1:18080");
         assert_eq!(s.tcp_flags(), Some(TcpFlags::SYN));
+        let tcp = s.tcp().unwrap();
+        assert_eq!(
+            (tcp.dst_port(), tcp.timestamps()),
+            (18080, Some((0x756c_6b7b, 0)))
+        );
         assert_eq!(s.payload_offset(), Some(74));
         assert_eq!(s.network().unwrap().ttl, 64);
         assert_eq!(
@@ -885,6 +899,7 @@ mod tests {
         );
         assert_eq!(s.five_tuple().unwrap().dst_port, 18080);
         assert_eq!(s.tcp_flags(), None);
+        assert!(s.tcp().is_none());
         // Options cut off.
         let e = slice(LinkType::Ethernet, &f[..60]).error().unwrap();
         assert_eq!(
