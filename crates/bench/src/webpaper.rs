@@ -91,40 +91,64 @@ fn version(ns: &Namespace, argv: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-/// nginx as Debian configures it (worker_processes auto, 768 connections a
-/// worker), logging off, serving `root` on 127.0.0.1:`port`.
-fn nginx(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> {
-    let conf = dir.join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes auto;\npid \"{d}/nginx.pid\";\nerror_log \"{d}/nginx-error.log\";\n\
-             events {{ worker_connections 768; }}\n\
-             http {{ access_log off; sendfile on; default_type application/octet-stream;\n\
-             server {{ listen 127.0.0.1:{port} backlog=511; root \"{r}\"; }} }}\n",
-            d = dir.display(),
-            r = root.display()
-        ),
-    )
-    .map_err(|e| input("nginx.conf", e))?;
+/// Writes a server's configuration to `conf` and starts `argv` in `ns`
+/// (its name and version read by `version_argv`), in a process group of its
+/// own: Apache ends by signalling its whole group, which would otherwise
+/// stop this bench. `setup` says, after the version, how it is set up.
+fn start(
+    ns: &Namespace,
+    name: &'static str,
+    conf: (&Path, String),
+    argv: &[&str],
+    version_argv: &[&str],
+    port: u16,
+    setup: &str,
+) -> Result<Server> {
+    let (path, text) = conf;
+    std::fs::write(path, text).map_err(|e| input(&path.display().to_string(), e))?;
     let child = ns
-        .command(&["nginx", "-c", &conf.to_string_lossy(), "-g", "daemon off;"])
-        // A process group of its own, as Apache's (see there).
+        .command(argv)
         .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| input("nginx (scripts/install-deps.sh installs it)", e))?;
-    let v = version(ns, &["nginx", "-v"]);
+        .map_err(|e| {
+            input(
+                &format!("{} (scripts/install-deps.sh installs it)", argv[0]),
+                e,
+            )
+        })?;
     Ok(Server {
-        name: "nginx",
+        name,
         child,
         port,
         ns: ns.name().to_string(),
-        setup: format!(
-            "{v}: worker_processes auto (one per core), worker_connections 768, listen backlog 511"
-        ),
+        setup: format!("{}{setup}", version(ns, version_argv)),
     })
+}
+
+/// nginx as Debian configures it (worker_processes auto, 768 connections a
+/// worker), logging off, serving `root` on 127.0.0.1:`port`.
+fn nginx(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> {
+    let conf = dir.join("nginx.conf");
+    let text = format!(
+        "worker_processes auto;\npid \"{d}/nginx.pid\";\nerror_log \"{d}/nginx-error.log\";\n\
+         events {{ worker_connections 768; }}\n\
+         http {{ access_log off; sendfile on; default_type application/octet-stream;\n\
+         server {{ listen 127.0.0.1:{port} backlog=511; root \"{r}\"; }} }}\n",
+        d = dir.display(),
+        r = root.display()
+    );
+    let c = conf.to_string_lossy();
+    start(
+        ns,
+        "nginx",
+        (&conf, text),
+        &["nginx", "-c", &c, "-g", "daemon off;"],
+        &["nginx", "-v"],
+        port,
+        ": worker_processes auto (one per core), worker_connections 768, listen backlog 511",
+    )
 }
 
 /// Apache 2.4 with the prefork MPM and Apache 1.3's defaults, the paper's
@@ -133,39 +157,26 @@ fn nginx(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> {
 fn apache(ns: &Namespace, dir: &Path, root: &Path, port: u16) -> Result<Server> {
     let conf = dir.join("httpd.conf");
     let m = "/usr/lib/apache2/modules";
-    std::fs::write(
-        &conf,
-        format!(
-            "ServerRoot \"{d}\"\nDefaultRuntimeDir \"{d}\"\nPidFile \"{d}/httpd.pid\"\nErrorLog \"{d}/apache-error.log\"\n\
-             LogLevel warn\nLoadModule mpm_prefork_module {m}/mod_mpm_prefork.so\n\
-             LoadModule authz_core_module {m}/mod_authz_core.so\nUser www-data\nGroup www-data\n\
-             ServerName localhost\nListen 127.0.0.1:{port}\nListenBacklog 511\nStartServers 5\n\
-             MinSpareServers 5\nMaxSpareServers 10\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0\n\
-             KeepAlive Off\nDocumentRoot \"{r}\"\n<Directory \"{r}\">\n  Require all granted\n</Directory>\n",
-            d = dir.display(),
-            r = root.display()
-        ),
-    )
-    .map_err(|e| input("httpd.conf", e))?;
-    let child = ns
-        .command(&["apache2", "-f", &conf.to_string_lossy(), "-DFOREGROUND"])
-        // A process group of its own: Apache ends by signalling
-        // its whole group, which would otherwise stop this bench.
-        .process_group(0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| input("apache2 (scripts/install-deps.sh installs it)", e))?;
-    let v = version(ns, &["apache2", "-v"]);
-    Ok(Server {
-        name: "apache",
-        child,
+    let text = format!(
+        "ServerRoot \"{d}\"\nDefaultRuntimeDir \"{d}\"\nPidFile \"{d}/httpd.pid\"\nErrorLog \"{d}/apache-error.log\"\n\
+         LogLevel warn\nLoadModule mpm_prefork_module {m}/mod_mpm_prefork.so\n\
+         LoadModule authz_core_module {m}/mod_authz_core.so\nUser www-data\nGroup www-data\n\
+         ServerName localhost\nListen 127.0.0.1:{port}\nListenBacklog 511\nStartServers 5\n\
+         MinSpareServers 5\nMaxSpareServers 10\nMaxRequestWorkers 150\nMaxConnectionsPerChild 0\n\
+         KeepAlive Off\nDocumentRoot \"{r}\"\n<Directory \"{r}\">\n  Require all granted\n</Directory>\n",
+        d = dir.display(),
+        r = root.display()
+    );
+    let c = conf.to_string_lossy();
+    start(
+        ns,
+        "apache",
+        (&conf, text),
+        &["apache2", "-f", &c, "-DFOREGROUND"],
+        &["apache2", "-v"],
         port,
-        ns: ns.name().to_string(),
-        setup: format!(
-            "{v}, prefork: StartServers 5, Min/MaxSpareServers 5/10, MaxRequestWorkers 150, ListenBacklog 511, KeepAlive Off (Apache 1.3's defaults)"
-        ),
-    })
+        ", prefork: StartServers 5, Min/MaxSpareServers 5/10, MaxRequestWorkers 150, ListenBacklog 511, KeepAlive Off (Apache 1.3's defaults)",
+    )
 }
 
 /// Waits until something accepts on 127.0.0.1:`port` in `ns`.
@@ -412,10 +423,7 @@ fn experiment_2(
         // A run begins after the cooldown too: the connections the last
         // one left (in the accept queue, in TIME_WAIT) must not end, or be
         // reset, inside this run's first step.
-        let until = Instant::now() + Duration::from_secs(a.cooldown_seconds);
-        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        webbench::session::idle(Duration::from_secs(a.cooldown_seconds), stop);
         if stop.load(Ordering::Relaxed) {
             break;
         }

@@ -16,7 +16,7 @@ use delay::{DelayConfig, DelayReport, Profile, Running, Shaping};
 use pipeline::{display_path, Consumer, Control, Error, Flow, Report, TraceSource};
 use serde::Serialize;
 use trace::Record;
-use webbench::observe::{ServerAddr, Window};
+use webbench::observe::Window;
 use webbench::tap::Tap;
 
 use crate::args::{DelayArgs, DelayProfileArgs, DelayRunArgs, DelayTool};
@@ -121,18 +121,9 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
     let line = Running::spawn(&cfg).map_err(|e| Error::input(e.to_string()))?;
     let started = webbench::load::unix_ns();
     let tap = match (&args.observe, args.server) {
-        (Some(ifc), Some(server)) => Some(
-            Tap::start(
-                ifc,
-                ServerAddr {
-                    ip: (!server.ip().is_unspecified()).then_some(server.ip()),
-                    port: server.port(),
-                },
-                started,
-                Duration::from_millis(100),
-            )
-            .map_err(|e| Error::input(format!("observing on {ifc}: {e}")))?,
-        ),
+        (Some(ifc), Some(server)) => {
+            Some(Tap::watch(ifc, server, started).map_err(|e| Error::input(e.to_string()))?)
+        }
         _ => None,
     };
     let mut child = match args.command.split_first() {
@@ -166,11 +157,10 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         }
     }
     report.problems.extend(delay.problems.iter().cloned());
-    // The run less its first tenth, where connections build up.
     report.problems.extend(tap_failed);
     let server = seen.as_ref().map(|s| {
         report.problems.extend(s.problems());
-        s.observer.window(started + (ended - started) / 10, ended)
+        s.observer.steady(started, ended)
     });
     let out = Output {
         profile: profile.to_string(),

@@ -144,7 +144,7 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
         None
     };
     let session = SessionPlan {
-        plan: plan.clone(),
+        plan,
         steps,
         cooldown: args.cooldown,
         observe: args.observe.clone(),

@@ -23,8 +23,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use serde::Serialize;
-use wire::tcp::{TcpFlags, TcpPacket};
-use wire::{IpProtocol, LinkType};
+use wire::tcp::TcpFlags;
+use wire::LinkType;
 
 /// How long Linux keeps a connection in TIME_WAIT (TCP_TIMEWAIT_LEN).
 pub const TIME_WAIT: Duration = Duration::from_secs(60);
@@ -296,16 +296,8 @@ impl Observer {
     /// One captured frame of `link` at `ts_ns`.
     pub fn frame(&mut self, link: LinkType, ts_ns: u64, data: &[u8]) {
         let s = wire::slice(link, data);
-        let (Some(t), Some(off)) = (s.five_tuple(), s.transport_offset()) else {
-            return;
-        };
-        if t.protocol != IpProtocol::Tcp {
-            return;
-        }
-        let Some(l4) = data.get(off..) else {
-            return;
-        };
-        let Ok(tcp) = TcpPacket::new_checked(l4) else {
+        let (Some(t), Some(tcp), Some(off)) = (s.five_tuple(), s.tcp(), s.transport_offset())
+        else {
             return;
         };
         // The payload as the IP header sizes it (the frame may be cut by
@@ -620,6 +612,13 @@ impl Observer {
         }
     }
 
+    /// The steady part of `[from_ns, to_ns)`: the span less its first
+    /// tenth, where connections build up.
+    pub fn steady(&self, from_ns: u64, to_ns: u64) -> Window {
+        let to = to_ns.max(from_ns);
+        self.window(from_ns + (to - from_ns) / 10, to)
+    }
+
     /// The time series: one [`Window`] per `step` (a whole number of bins)
     /// from the origin to the last packet, with its start in seconds.
     pub fn series(&self, step: Duration) -> Vec<(f64, Window)> {
@@ -771,6 +770,11 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// `ms` after the observer's origin, in ns.
+    fn at(ms: u64) -> u64 {
+        1_000 * MS + ms * MS
+    }
+
     /// A segment without timestamps.
     #[allow(clippy::too_many_arguments)]
     fn seg(
@@ -783,18 +787,40 @@ mod tests {
         ack: u32,
         len: u32,
     ) {
-        o.segment(
-            t,
-            Segment {
-                src,
-                dst,
-                flags,
-                seq,
-                ack,
-                len,
-                timestamps: None,
-            },
-        );
+        let s = Segment {
+            src,
+            dst,
+            flags,
+            seq,
+            ack,
+            len,
+            timestamps: None,
+        };
+        o.segment(t, s);
+    }
+
+    /// A segment without data, with the timestamps option (TSval, TSecr).
+    #[allow(clippy::too_many_arguments)]
+    fn seg_ts(
+        o: &mut Observer,
+        t: u64,
+        src: SocketAddr,
+        dst: SocketAddr,
+        flags: TcpFlags,
+        seq: u32,
+        ack: u32,
+        ts: (u32, u32),
+    ) {
+        let s = Segment {
+            src,
+            dst,
+            flags,
+            seq,
+            ack,
+            len: 0,
+            timestamps: Some(ts),
+        };
+        o.segment(t, s);
     }
 
     fn server() -> SocketAddr {
@@ -815,7 +841,6 @@ mod tests {
     /// Ends at t + 2 rtt.
     fn exchange(o: &mut Observer, c: SocketAddr, t: u64, rtt: u64) {
         let s = server();
-        let at = |ms: u64| 1_000 * MS + ms * MS;
         seg(o, at(t), c, s, SYN, 100, 0, 0);
         seg(o, at(t), s, c, SYNACK, 5000, 101, 0);
         seg(o, at(t + rtt), c, s, ACK, 101, 5001, 0);
@@ -870,7 +895,6 @@ mod tests {
     fn resets_refusals_and_syn_retransmissions_are_counted_by_kind() {
         let mut o = observer();
         let s = server();
-        let at = |ms: u64| 1_000 * MS + ms * MS;
         // Refused: RST to the SYN.
         let c1 = sa("127.0.0.2:1");
         seg(&mut o, at(0), c1, s, SYN, 7, 0, 0);
@@ -912,7 +936,6 @@ mod tests {
     fn a_client_that_closes_first_ends_at_its_last_ack_and_leaves_no_time_wait_at_the_server() {
         let mut o = observer();
         let (s, c) = (server(), sa("127.0.0.2:9"));
-        let at = |ms: u64| 1_000 * MS + ms * MS;
         seg(&mut o, at(0), c, s, SYN, 0, 0, 0);
         seg(&mut o, at(0), s, c, SYNACK, 0, 1, 0);
         seg(&mut o, at(10), c, s, ACK, 1, 1, 0);
@@ -933,7 +956,6 @@ mod tests {
     fn connections_still_open_count_up_to_the_last_packet() {
         let mut o = observer();
         let (s, c) = (server(), sa("127.0.0.2:9"));
-        let at = |ms: u64| 1_000 * MS + ms * MS;
         seg(&mut o, at(0), c, s, SYN, 0, 0, 0);
         seg(&mut o, at(400), s, c, SYNACK, 0, 1, 0);
         let w = o.window(at(0), at(800));
@@ -949,27 +971,12 @@ mod tests {
     fn a_retransmitted_synack_is_matched_by_timestamps_or_gives_no_sample() {
         let mut o = observer();
         let (s, c) = (server(), sa("127.0.0.2:7"));
-        let at = |ms: u64| 1_000 * MS + ms * MS;
-        let with_ts = |o: &mut Observer, t, src, dst, flags, seq, ack, ts| {
-            o.segment(
-                t,
-                Segment {
-                    src,
-                    dst,
-                    flags,
-                    seq,
-                    ack,
-                    len: 0,
-                    timestamps: Some(ts),
-                },
-            )
-        };
         // A 2.1 s round trip: the server sends its SYN-ACK again at 1 s;
         // the ACK that comes at 2.1 s echoes the first copy's TSval.
-        with_ts(&mut o, at(0), c, s, SYN, 1, 0, (500, 0));
-        with_ts(&mut o, at(0), s, c, SYNACK, 9, 2, (1000, 500));
-        with_ts(&mut o, at(1000), s, c, SYNACK, 9, 2, (2000, 500));
-        with_ts(&mut o, at(2100), c, s, ACK, 2, 10, (502, 1000));
+        seg_ts(&mut o, at(0), c, s, SYN, 1, 0, (500, 0));
+        seg_ts(&mut o, at(0), s, c, SYNACK, 9, 2, (1000, 500));
+        seg_ts(&mut o, at(1000), s, c, SYNACK, 9, 2, (2000, 500));
+        seg_ts(&mut o, at(2100), c, s, ACK, 2, 10, (502, 1000));
         let r = o.rtt_check(&[(c.ip(), Duration::from_millis(2100))]);
         assert_eq!((r.handshakes, r.error_max_ms, r.ambiguous), (1, 0.0, 0));
         // Without timestamps the ACK could answer either copy: no sample.
@@ -986,7 +993,6 @@ mod tests {
     fn a_client_that_gives_up_is_abandoned_and_bins_without_arrivals_keep_their_maximum() {
         let mut o = observer();
         let (s, c) = (server(), sa("127.0.0.2:7"));
-        let at = |ms: u64| 1_000 * MS + ms * MS;
         // A SYN and its retransmission at 1 s, then nothing from it;
         // another client's SYN between.
         let c2 = sa("127.0.0.3:8");

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::host::{HostWatch, ServerHost};
 use crate::load::{run, unix_ns, Model, Plan, Results};
-use crate::observe::{RttCheck, ServerAddr, Window};
+use crate::observe::{RttCheck, Window};
 use crate::tap::Tap;
 
 /// What to run.
@@ -101,35 +101,27 @@ pub fn describe(m: &Model) -> String {
     }
 }
 
+/// Waits `d` (a cooldown), or until `stop` is set.
+pub fn idle(d: Duration, stop: &AtomicBool) {
+    let until = std::time::Instant::now() + d;
+    while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs the steps in order until the last or until `stop`.
 pub fn run_session(sp: &SessionPlan, stop: Arc<AtomicBool>) -> io::Result<SessionResult> {
     let port = sp.plan.target.addr.port();
     let origin = unix_ns();
     let tap = match &sp.observe {
-        Some(ifc) => Some((
-            ifc.clone(),
-            Tap::start(
-                ifc,
-                ServerAddr {
-                    ip: Some(sp.plan.target.addr.ip()),
-                    port,
-                },
-                origin,
-                // The series' interval is a whole number of these bins.
-                Duration::from_millis(100),
-            )
-            .map_err(|e| io::Error::new(e.kind(), format!("observing on {ifc}: {e}")))?,
-        )),
+        Some(ifc) => Some((ifc.clone(), Tap::watch(ifc, sp.plan.target.addr, origin)?)),
         None => None,
     };
     let mut steps = Vec::new();
     let mut windows = Vec::new();
     for (i, model) in sp.steps.iter().enumerate() {
-        if i > 0 && !sp.cooldown.is_zero() {
-            let until = std::time::Instant::now() + sp.cooldown;
-            while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        if i > 0 {
+            idle(sp.cooldown, &stop);
         }
         if stop.load(Ordering::Relaxed) {
             break;
@@ -139,13 +131,12 @@ pub fn run_session(sp: &SessionPlan, stop: Arc<AtomicBool>) -> io::Result<Sessio
         let watch = HostWatch::start(port);
         let results = run(&plan, Arc::clone(&stop))?;
         let host = watch.finish();
-        // The steady part: the step less its first tenth.
+        // The step as asked (its last answers' wait left out).
         let span = plan
             .duration
             .map_or(results.seconds, |d| d.as_secs_f64().min(results.seconds));
-        let from = results.start_unix_ns + (span * 0.1 * 1e9) as u64;
-        let to = results.start_unix_ns + (span * 1e9) as u64;
-        windows.push((from, to));
+        let from = results.start_unix_ns;
+        windows.push((from, from + (span * 1e9) as u64));
         steps.push(Step {
             model: describe(model),
             connections: match model {
@@ -167,7 +158,7 @@ pub fn run_session(sp: &SessionPlan, stop: Arc<AtomicBool>) -> io::Result<Sessio
     if let Some((interface, Ok(seen))) = seen {
         let o = &seen.observer;
         for (step, &(from, to)) in steps.iter_mut().zip(&windows) {
-            let w = o.window(from, to);
+            let w = o.steady(from, to);
             let predicted = w.arrival_rate * step.results.lifetime.mean_ms / 1e3;
             step.little = Some(Little {
                 measured: w.mean_in_progress,

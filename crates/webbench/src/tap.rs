@@ -9,6 +9,7 @@
 //! drop counter is reported, and a run whose tap dropped anything says so.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -21,6 +22,9 @@ use crate::observe::{Observer, ServerAddr};
 /// Bytes of each packet kept: Ethernet, IPv6 and a TCP header with all its
 /// options fit.
 pub const SNAPLEN: u32 = 128;
+
+/// The observer's bin: series and windows are whole numbers of it.
+pub const BIN: Duration = Duration::from_millis(100);
 
 /// How long a stopping tap goes on reading what the kernel holds: its
 /// blocks are handed over after 10 ms at the latest.
@@ -128,6 +132,18 @@ impl Tap {
             stop,
             thread: Some(thread),
         })
+    }
+
+    /// [`Tap::start`] for the server at `server` (an unspecified address:
+    /// any address on its port) in bins of [`BIN`], its errors naming the
+    /// interface.
+    pub fn watch(interface: &str, server: SocketAddr, origin_ns: u64) -> io::Result<Tap> {
+        let addr = ServerAddr {
+            ip: (!server.ip().is_unspecified()).then_some(server.ip()),
+            port: server.port(),
+        };
+        Tap::start(interface, addr, origin_ns, BIN)
+            .map_err(|e| io::Error::new(e.kind(), format!("observing on {interface}: {e}")))
     }
 
     /// Stops reading (after what the kernel still holds) and gives what
