@@ -4,9 +4,13 @@
 //! the server that is one whole round trip to the client and back, whatever
 //! the client's own processing, and no data is needed.
 //!
-//! A retransmitted SYN-ACK restarts the clock (Karn: an ACK cannot be
-//! matched to an earlier copy). A handshake whose ACK never comes is not
-//! counted. The result is written as a CDF file ([`crate::profile`]'s
+//! When the server sent its SYN-ACK more than once, the ACK is matched to
+//! the copy whose TSval it echoes (the timestamps option, RFC 7323); with
+//! no timestamps to tell the copies apart, the handshake gives no sample
+//! (Karn's rule) and is counted as ambiguous: restarting the clock at the
+//! last copy would turn an ACK that crossed the retransmission into a
+//! round trip of a few microseconds. A handshake whose ACK never comes is
+//! not counted. The result is written as a CDF file ([`crate::profile`]'s
 //! format), so `--profile cdf:FILE` replays the server's own clients.
 
 use std::collections::HashMap;
@@ -14,7 +18,7 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use wire::tcp::TcpFlags;
+use wire::tcp::{Answered, SynAckCopies, TcpFlags};
 use wire::LinkType;
 
 /// Points a CDF file gets at most.
@@ -56,13 +60,16 @@ impl ServerFilter {
 #[derive(Debug, Default)]
 pub struct Tracker {
     server: ServerFilter,
-    /// (server, client) → (SYN-ACK time, its sequence number).
-    pending: HashMap<(SocketAddr, SocketAddr), (u64, u32)>,
+    /// (server, client) → the SYN-ACK copies sent.
+    pending: HashMap<(SocketAddr, SocketAddr), SynAckCopies>,
     rtts: Vec<(IpAddr, Duration)>,
     /// TCP segments looked at.
     pub segments: u64,
     /// SYN-ACKs given up on for want of room ([`MAX_PENDING`]).
     pub dropped: u64,
+    /// Handshakes completed after several SYN-ACK copies that the ACK
+    /// could not be matched to (no timestamps): no sample.
+    pub ambiguous: u64,
 }
 
 impl Tracker {
@@ -87,10 +94,13 @@ impl Tracker {
             flags,
             tcp.seq_number(),
             tcp.ack_number(),
+            tcp.timestamps(),
         );
     }
 
-    /// One TCP segment from `src` to `dst`.
+    /// One TCP segment from `src` to `dst`, with its timestamps option
+    /// (TSval, TSecr) if it has one.
+    #[allow(clippy::too_many_arguments)]
     pub fn segment(
         &mut self,
         ts_ns: u64,
@@ -99,6 +109,7 @@ impl Tracker {
         flags: TcpFlags,
         seq: u32,
         ack: u32,
+        timestamps: Option<(u32, u32)>,
     ) {
         self.segments += 1;
         let has = |f: TcpFlags| flags.0 & f.0 != 0;
@@ -110,14 +121,25 @@ impl Tracker {
                 self.dropped += 1;
                 return;
             }
-            self.pending.insert((src, dst), (ts_ns, seq));
+            self.pending
+                .entry((src, dst))
+                .or_default()
+                .sent(ts_ns, seq, timestamps);
         } else if has(TcpFlags::ACK) && !has(TcpFlags::SYN) && !has(TcpFlags::RST) {
-            if let Some(&(t0, synack_seq)) = self.pending.get(&(dst, src)) {
-                if ack == synack_seq.wrapping_add(1) && ts_ns >= t0 {
-                    self.pending.remove(&(dst, src));
-                    self.rtts.push((src.ip(), Duration::from_nanos(ts_ns - t0)));
+            let Some(copies) = self.pending.get(&(dst, src)) else {
+                return;
+            };
+            match copies.answered(ack, timestamps) {
+                Answered::No => return,
+                Answered::Copy(t0) => {
+                    // A capture's clock that steps back gives no sample.
+                    if let Some(rtt) = ts_ns.checked_sub(t0) {
+                        self.rtts.push((src.ip(), Duration::from_nanos(rtt)));
+                    }
                 }
+                Answered::Ambiguous => self.ambiguous += 1,
             }
+            self.pending.remove(&(dst, src));
         } else if has(TcpFlags::RST) {
             self.pending.remove(&(dst, src));
             self.pending.remove(&(src, dst));
@@ -174,33 +196,41 @@ mod tests {
     fn a_handshake_gives_the_synack_to_ack_time() {
         let mut t = Tracker::new(ServerFilter::default());
         let (s, c) = (sa("10.0.0.1:80"), sa("10.0.0.9:5555"));
-        t.segment(0, c, s, TcpFlags::SYN, 100, 0);
-        t.segment(1_000, s, c, SYNACK, 7000, 101);
+        t.segment(0, c, s, TcpFlags::SYN, 100, 0, None);
+        t.segment(1_000, s, c, SYNACK, 7000, 101, None);
         // A stray ACK that does not acknowledge the SYN-ACK.
-        t.segment(20_000, c, s, ACK, 101, 6000);
-        t.segment(31_000, c, s, ACK, 101, 7001);
+        t.segment(20_000, c, s, ACK, 101, 6000, None);
+        t.segment(31_000, c, s, ACK, 101, 7001, None);
         // Data afterwards changes nothing.
-        t.segment(40_000, c, s, ACK, 101, 7001);
+        t.segment(40_000, c, s, ACK, 101, 7001, None);
         assert_eq!(t.rtts(), &[(c.ip(), Duration::from_nanos(30_000))]);
     }
 
     #[test]
-    fn a_retransmitted_synack_restarts_the_clock_and_resets_forget() {
+    fn a_retransmitted_synack_is_matched_by_timestamps_and_resets_forget() {
         let mut t = Tracker::new(ServerFilter::parse("10.0.0.1:80").unwrap());
         let (s, c) = (sa("10.0.0.1:80"), sa("10.0.0.9:5555"));
-        t.segment(1_000, s, c, SYNACK, 7000, 101);
-        t.segment(3_001_000, s, c, SYNACK, 7000, 101);
-        t.segment(3_021_000, c, s, ACK, 101, 7001);
-        assert_eq!(t.rtts()[0].1, Duration::from_micros(20));
+        // The ACK of the first copy crosses the retransmission: it echoes
+        // the first copy's TSval, and the round trip is from there.
+        t.segment(1_000, s, c, SYNACK, 7000, 101, Some((500, 9)));
+        t.segment(3_001_000, s, c, SYNACK, 7000, 101, Some((3500, 9)));
+        t.segment(3_003_000, c, s, ACK, 101, 7001, Some((10, 500)));
+        assert_eq!(t.rtts()[0].1, Duration::from_micros(3_002));
+        // Without timestamps, two copies cannot be told apart: no sample.
+        let c4 = sa("10.0.0.6:9");
+        t.segment(1_000, s, c4, SYNACK, 1, 1, None);
+        t.segment(3_001_000, s, c4, SYNACK, 1, 1, None);
+        t.segment(3_001_010, c4, s, ACK, 1, 2, None);
+        assert_eq!((t.rtts().len(), t.ambiguous), (1, 1));
         // Another server's handshakes are not counted.
         let (o, c2) = (sa("10.0.0.2:80"), sa("10.0.0.8:1"));
-        t.segment(0, o, c2, SYNACK, 1, 1);
-        t.segment(5, c2, o, ACK, 1, 2);
+        t.segment(0, o, c2, SYNACK, 1, 1, None);
+        t.segment(5, c2, o, ACK, 1, 2, None);
         // A reset ends a handshake.
         let c3 = sa("10.0.0.7:2");
-        t.segment(0, s, c3, SYNACK, 1, 1);
-        t.segment(1, c3, s, TcpFlags::RST, 1, 0);
-        t.segment(2, c3, s, ACK, 1, 2);
+        t.segment(0, s, c3, SYNACK, 1, 1, None);
+        t.segment(1, c3, s, TcpFlags::RST, 1, 0, None);
+        t.segment(2, c3, s, ACK, 1, 2, None);
         assert_eq!(t.rtts().len(), 1);
     }
 

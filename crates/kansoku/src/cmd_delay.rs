@@ -90,15 +90,18 @@ fn profile_from_pcap(args: &DelayProfileArgs) -> pipeline::Result<Report> {
     if let Err(e) = written {
         report.failed(e);
     }
-    eprintln!(
-        "kansoku: {} handshakes{}",
-        rtts.len(),
-        if h.0.dropped > 0 {
-            format!(", {} half-open ones given up for want of room", h.0.dropped)
-        } else {
-            String::new()
-        }
-    );
+    let mut also = String::new();
+    if h.0.ambiguous > 0 {
+        also += &format!(
+            ", {} left out: the SYN-ACK was sent more than once and the ACK has no timestamps to \
+             say which copy it answers",
+            h.0.ambiguous
+        );
+    }
+    if h.0.dropped > 0 {
+        also += &format!(", {} half-open ones given up for want of room", h.0.dropped);
+    }
+    eprintln!("kansoku: {} handshakes{also}", rtts.len());
     Ok(report)
 }
 

@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use serde::Serialize;
-use wire::tcp::TcpFlags;
+use wire::tcp::{Answered, SynAckCopies, TcpFlags};
 use wire::LinkType;
 
 /// How long Linux keeps a connection in TIME_WAIT (TCP_TIMEWAIT_LEN).
@@ -50,10 +50,6 @@ pub const MAX_RTT_SAMPLES: usize = 1 << 14;
 /// Bins an observer keeps at most (a day of 100 ms bins); packets past the
 /// last bin are counted in [`Observer::late`] and not in any bin.
 pub const MAX_BINS: u64 = 864_000;
-
-/// SYN-ACK copies remembered per connection (the first and three
-/// retransmissions, 1 + 2 + 4 s after it).
-const SYNACK_COPIES: usize = 4;
 
 /// Which packets are the server's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,11 +122,8 @@ struct Flow {
     /// The connection's last packet.
     last_ns: u64,
     isn: u32,
-    /// The server's SYN-ACK copies (time, TSval), until the handshake's
-    /// ACK comes, and how many were sent.
-    synacks: [(u64, Option<u32>); SYNACK_COPIES],
-    synack_count: u8,
-    synack_seq: u32,
+    /// The server's SYN-ACK copies, until the handshake's ACK comes.
+    synacks: SynAckCopies,
     established: bool,
     /// Sequence numbers just past each side's FIN, once sent.
     server_fin: Option<u32>,
@@ -403,9 +396,7 @@ impl Observer {
                     syn_ns: ts_ns,
                     last_ns: ts_ns,
                     isn: seq,
-                    synacks: [(0, None); SYNACK_COPIES],
-                    synack_count: 0,
-                    synack_seq: 0,
+                    synacks: SynAckCopies::default(),
                     established: false,
                     server_fin: None,
                     client_fin: None,
@@ -448,40 +439,25 @@ impl Observer {
             return;
         }
         if from_server && has(TcpFlags::SYN) && has(TcpFlags::ACK) {
-            let n = usize::from(f.synack_count);
-            if n < SYNACK_COPIES {
-                f.synacks[n] = (ts_ns, timestamps.map(|t| t.0));
-            }
-            f.synack_count = f.synack_count.saturating_add(1);
-            f.synack_seq = seq;
+            f.synacks.sent(ts_ns, seq, timestamps);
             return;
         }
-        if !from_server
-            && has(TcpFlags::ACK)
-            && !f.established
-            && f.synack_count > 0
-            && ack == f.synack_seq.wrapping_add(1)
-        {
+        let answered = if !from_server && has(TcpFlags::ACK) && !f.established {
+            f.synacks.answered(ack, timestamps)
+        } else {
+            Answered::No
+        };
+        if answered != Answered::No {
             f.established = true;
-            let copies = &f.synacks[..usize::from(f.synack_count).min(SYNACK_COPIES)];
-            // The copy this ACK answers: the one whose TSval it echoes
-            // (RFC 7323); without timestamps, only a lone copy is sure.
-            let answered = match timestamps {
-                Some((_, ecr)) if copies.iter().any(|c| c.1.is_some()) => {
-                    copies.iter().rev().find(|c| c.1 == Some(ecr)).map(|c| c.0)
-                }
-                _ if f.synack_count == 1 => Some(copies[0].0),
-                _ => None,
-            };
             match answered {
-                Some(t0) => {
+                Answered::Copy(t0) => {
                     let rtt = ts_ns.saturating_sub(t0);
                     let v = self.rtts.entry(client.ip()).or_default();
                     if v.len() < MAX_RTT_SAMPLES {
                         v.push((rtt / 1000).min(u64::from(u32::MAX)) as u32);
                     }
                 }
-                None => self.ambiguous_rtts += 1,
+                _ => self.ambiguous_rtts += 1,
             }
         }
         let Some(f) = self.flows.get_mut(&key) else {

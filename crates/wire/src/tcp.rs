@@ -340,6 +340,71 @@ impl fmt::Display for TcpRepr<'_> {
     }
 }
 
+/// The copies of one handshake's SYN-ACK a server sent (the first and
+/// up to three retransmissions, 1 + 2 + 4 s after it), to tell which one
+/// the client's ACK answers: the copy whose TSval the ACK echoes
+/// (RFC 7323), or, without timestamps, the only copy; with several
+/// copies and nothing to tell them apart, none (Karn's rule), never the
+/// last one by guess.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SynAckCopies {
+    /// (time, TSval) of each copy remembered.
+    copies: [(u64, Option<u32>); SynAckCopies::KEPT],
+    /// Copies sent (saturating; more than are remembered).
+    sent: u8,
+    /// The SYN-ACK's sequence number (the latest copy's).
+    seq: u32,
+}
+
+/// Which SYN-ACK copy an ACK answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// The ACK does not acknowledge this SYN-ACK (no copy sent, or
+    /// another acknowledgement number).
+    No,
+    /// The copy sent at this time.
+    Copy(u64),
+    /// It answers one of several copies, but which cannot be told.
+    Ambiguous,
+}
+
+impl SynAckCopies {
+    /// SYN-ACK copies remembered.
+    pub const KEPT: usize = 4;
+
+    /// A copy with sequence number `seq` and `timestamps` went out at `ts`.
+    pub fn sent(&mut self, ts: u64, seq: u32, timestamps: Option<(u32, u32)>) {
+        let n = usize::from(self.sent);
+        if n < Self::KEPT {
+            self.copies[n] = (ts, timestamps.map(|t| t.0));
+        }
+        self.sent = self.sent.saturating_add(1);
+        self.seq = seq;
+    }
+
+    /// Copies sent so far.
+    pub fn count(&self) -> u8 {
+        self.sent
+    }
+
+    /// Which copy an ACK with acknowledgement number `ack` and
+    /// `timestamps` answers.
+    pub fn answered(&self, ack: u32, timestamps: Option<(u32, u32)>) -> Answered {
+        if self.sent == 0 || ack != self.seq.wrapping_add(1) {
+            return Answered::No;
+        }
+        let copies = &self.copies[..usize::from(self.sent).min(Self::KEPT)];
+        let at = match timestamps {
+            Some((_, ecr)) if copies.iter().any(|c| c.1.is_some()) => {
+                copies.iter().rev().find(|c| c.1 == Some(ecr)).map(|c| c.0)
+            }
+            _ if self.sent == 1 => Some(copies[0].0),
+            _ => None,
+        };
+        at.map_or(Answered::Ambiguous, Answered::Copy)
+    }
+}
+
 /// Option kinds (RFC 9293 §3.2, RFC 7323).
 mod option {
     pub const END: u8 = 0;
@@ -427,6 +492,33 @@ mod tests {
         for cut in 0..o.len() {
             assert_eq!(timestamps_in(&o[..cut]), None);
         }
+    }
+
+    #[test]
+    fn an_ack_is_matched_to_the_synack_copy_it_echoes() {
+        let mut c = SynAckCopies::default();
+        assert_eq!(c.answered(1, None), Answered::No);
+        c.sent(1_000, 7000, Some((50, 9)));
+        assert_eq!(c.answered(7001, None), Answered::Copy(1_000));
+        assert_eq!(c.answered(7002, None), Answered::No);
+        c.sent(3_001_000, 7000, Some((80, 9)));
+        // The ACK echoes the first copy's TSval: the round trip began there
+        // (the retransmission crossed the ACK).
+        assert_eq!(c.answered(7001, Some((1, 50))), Answered::Copy(1_000));
+        assert_eq!(c.answered(7001, Some((1, 80))), Answered::Copy(3_001_000));
+        // An echo of no copy, or no timestamps with two copies: no sample.
+        assert_eq!(c.answered(7001, Some((1, 66))), Answered::Ambiguous);
+        assert_eq!(c.answered(7001, None), Answered::Ambiguous);
+        let mut plain = SynAckCopies::default();
+        plain.sent(5, 1, None);
+        plain.sent(9, 1, None);
+        assert_eq!(plain.answered(2, Some((1, 1))), Answered::Ambiguous);
+        // Copies past the kept ones are counted, not remembered.
+        for i in 0..10 {
+            plain.sent(10 + i, 1, None);
+        }
+        assert_eq!(plain.count(), 12);
+        assert_eq!(plain.answered(2, None), Answered::Ambiguous);
     }
 
     #[test]
