@@ -531,3 +531,70 @@ fn pcapng_round_trip_keeps_sections_interfaces_options_and_comments() {
         assert_eq!(got, want, "pcap {name}");
     }
 }
+
+#[test]
+fn the_output_name_chooses_format_and_codec_and_flags_may_not_contradict_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = data("lo-http-icmp.pcap");
+    let head = |name: &str, extra: &[&str]| -> Vec<u8> {
+        let out = dir.path().join(name);
+        run_ok(&[&["read", "-r", p(&input), "-w", p(&out)][..], extra].concat());
+        std::fs::read(&out).unwrap()[..4].to_vec()
+    };
+    const PCAP: [u8; 4] = [0xd4, 0xc3, 0xb2, 0xa1];
+    const PCAPNG: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+    const LZ4: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
+    const ZSTD: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    assert_eq!(head("a.pcap", &[]), PCAP);
+    assert_eq!(head("a.pcapng", &[]), PCAPNG);
+    assert_eq!(head("a.pcap.lz4", &[]), LZ4);
+    assert_eq!(head("a.pcapng.zst", &[]), ZSTD);
+    assert_eq!(head("a.pcap.gz", &[])[..2], [0x1f, 0x8b]);
+    // What the name leaves open, the flags or the defaults (pcap, lz4) say.
+    assert_eq!(head("a.out", &[]), LZ4);
+    assert_eq!(head("b.out", &["--compress", "none"]), PCAP);
+    assert_eq!(
+        head("c.out", &["--compress", "none", "--format", "pcapng"]),
+        PCAPNG
+    );
+    assert_eq!(head("a.gz", &["--format", "pcapng"])[..2], [0x1f, 0x8b]);
+    // Flags that agree with the name are fine.
+    assert_eq!(
+        head("d.pcap", &["--compress", "none", "--format", "pcap"]),
+        PCAP
+    );
+    // The plain pcap is what tcpdump reads.
+    let plain = dir.path().join("a.pcap");
+    if let Ok(t) = std::process::Command::new("tcpdump")
+        .args(["-nr", p(&plain)])
+        .output()
+    {
+        assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+        assert_eq!(String::from_utf8_lossy(&t.stdout).lines().count(), 32);
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "tcpdump missing under CI");
+    }
+    for (name, flags, says) in [
+        (
+            "x.pcap.gz",
+            &["--compress", "lz4"][..],
+            "the name says gzip and --compress says lz4",
+        ),
+        (
+            "x.pcap",
+            &["--compress", "zstd"][..],
+            "the name says no compression",
+        ),
+        (
+            "x.pcapng.lz4",
+            &["--format", "pcap"][..],
+            "the name says pcapng and --format says pcap",
+        ),
+    ] {
+        let out = dir.path().join(name);
+        let r = run(&[&["read", "-r", p(&input), "-w", p(&out)][..], flags].concat());
+        assert_eq!(r.status.code(), Some(2), "{name}: {}", stderr(&r));
+        assert!(stderr(&r).contains(says), "{name}: {}", stderr(&r));
+        assert!(!out.exists(), "{name} was written");
+    }
+}

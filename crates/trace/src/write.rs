@@ -58,6 +58,37 @@ impl OutputFormat {
     }
 }
 
+/// What a file's name says of its contents: the format and the codec, each
+/// if the name says it. `x.pcap.lz4`: pcap, LZ4; `x.pcapng`: pcapng,
+/// uncompressed (a trace extension with no codec after it says "none");
+/// `x.gz`: gzip, format not said; `x`, `x.trace` or `-`: nothing.
+pub fn named(path: &Path) -> (Option<OutputFormat>, Option<Codec>) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let (rest, codec) = [
+        (".lz4", Codec::Lz4),
+        (".zst", Codec::Zstd),
+        (".zstd", Codec::Zstd),
+        (".gz", Codec::Gzip),
+    ]
+    .into_iter()
+    .find_map(|(ext, c)| name.strip_suffix(ext).map(|r| (r, Some(c))))
+    .unwrap_or((&name, None));
+    let format = [
+        (".pcap", OutputFormat::Pcap),
+        (".cap", OutputFormat::Pcap),
+        (".dmp", OutputFormat::Pcap),
+        (".pcapng", OutputFormat::Pcapng),
+        (".ntar", OutputFormat::Pcapng),
+    ]
+    .into_iter()
+    .find_map(|(ext, f)| rest.strip_suffix(ext).map(|_| f));
+    let codec = codec.or(format.map(|_| Codec::None));
+    (format, codec)
+}
+
 impl fmt::Display for OutputFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -838,4 +869,31 @@ impl<W: Write> Drop for TraceWriter<W> {
 
 fn failed_before() -> Error {
     Error::Config("an earlier chunk failed; the trace writer stopped".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_says_format_and_codec() {
+        let n = |s: &str| named(Path::new(s));
+        use Codec::*;
+        use OutputFormat::*;
+        assert_eq!(n("x.pcap"), (Some(Pcap), Some(None)));
+        assert_eq!(n("dir.d/X.PCAP.LZ4"), (Some(Pcap), Some(Lz4)));
+        assert_eq!(n("x.pcapng.zst"), (Some(Pcapng), Some(Zstd)));
+        assert_eq!(n("x.pcapng.zstd"), (Some(Pcapng), Some(Zstd)));
+        assert_eq!(n("x.cap.gz"), (Some(Pcap), Some(Gzip)));
+        assert_eq!(n("x.ntar"), (Some(Pcapng), Some(None)));
+        assert_eq!(n("x.gz"), (Option::None, Some(Gzip)));
+        assert_eq!(n("cap-%H%M.pcap.lz4"), (Some(Pcap), Some(Lz4)));
+        assert_eq!(n("x"), (Option::None, Option::None));
+        assert_eq!(n("x.trace"), (Option::None, Option::None));
+        assert_eq!(n("-"), (Option::None, Option::None));
+        assert_eq!(n(".pcap"), (Some(Pcap), Some(None)));
+        // Only the end of the name counts.
+        assert_eq!(n("x.pcap.old"), (Option::None, Option::None));
+        assert_eq!(n("x.lz4.pcap"), (Some(Pcap), Some(None)));
+    }
 }

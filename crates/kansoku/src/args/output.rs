@@ -68,12 +68,12 @@ pub struct OutputArgs {
     /// Write packets to this trace ("-" for standard output).
     #[arg(short = 'w', value_name = "FILE")]
     pub write: Option<PathBuf>,
-    /// Output file format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Pcap)]
-    pub format: FormatArg,
-    /// Compression of the output file.
-    #[arg(long = "compress", value_enum, default_value_t = CompressArg::Lz4)]
-    pub compress: CompressArg,
+    /// Output file format. Default: as the file's name says (x.pcapng, x.pcapng.zst), else pcap.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Compression of the output file. Default: as the file's name says (x.pcap.lz4, .zst, .gz; x.pcap: none), else lz4.
+    #[arg(long = "compress", value_enum)]
+    pub compress: Option<CompressArg>,
     /// Compression block (buffer) size in KiB, 4–64.
     #[arg(long, value_name = "KIB")]
     pub block_size: Option<usize>,
@@ -101,19 +101,51 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// The trace writer's settings these flags describe.
-    pub fn settings(&self) -> TraceSettings {
+    /// The trace writer's settings for a file at `path`: the format and
+    /// codec its name says ([`trace::write::named`]) unless the flags say
+    /// them, the flags' defaults (pcap, lz4) where neither does; a flag
+    /// that contradicts the name is a usage error.
+    pub fn settings(&self, path: &Path) -> Result<TraceSettings, Error> {
+        let (named_format, named_codec) = trace::write::named(path);
+        let flag_format = self.format.map(|f| match f {
+            FormatArg::Pcap => OutputFormat::Pcap,
+            FormatArg::Pcapng => OutputFormat::Pcapng,
+        });
+        let flag_codec = self.compress.map(|c| match c {
+            CompressArg::Lz4 => Codec::Lz4,
+            CompressArg::Zstd => Codec::Zstd,
+            CompressArg::Gzip => Codec::Gzip,
+            CompressArg::None => Codec::None,
+        });
+        let shown = path.display();
+        if let (Some(n), Some(f)) = (named_format, flag_format) {
+            if n != f {
+                return Err(Error::usage(format!(
+                    "{shown}: the name says {n} and --format says {f}; name the file for the format \
+                     (x{} for {f}) or leave --format out",
+                    f.extension()
+                )));
+            }
+        }
+        if let (Some(n), Some(c)) = (named_codec, flag_codec) {
+            if n != c {
+                let says = |c: Codec| match c {
+                    Codec::None => "no compression".to_string(),
+                    c => c.name().to_string(),
+                };
+                return Err(Error::usage(format!(
+                    "{shown}: the name says {} and --compress says {}; name the file for the codec \
+                     (x.pcap{} for {}) or leave --compress out",
+                    says(n),
+                    says(c),
+                    c.extension(),
+                    says(c)
+                )));
+            }
+        }
         let mut writer = WriterConfig {
-            format: match self.format {
-                FormatArg::Pcap => OutputFormat::Pcap,
-                FormatArg::Pcapng => OutputFormat::Pcapng,
-            },
-            codec: match self.compress {
-                CompressArg::Lz4 => Codec::Lz4,
-                CompressArg::Zstd => Codec::Zstd,
-                CompressArg::Gzip => Codec::Gzip,
-                CompressArg::None => Codec::None,
-            },
+            format: named_format.or(flag_format).unwrap_or(OutputFormat::Pcap),
+            codec: named_codec.or(flag_codec).unwrap_or(Codec::Lz4),
             level: self.level,
             index: !self.no_index,
             sync: self.sync,
@@ -122,17 +154,17 @@ impl OutputArgs {
         if let Some(kib) = self.block_size {
             writer.block_size = kib.saturating_mul(1024);
         }
-        TraceSettings {
+        Ok(TraceSettings {
             writer,
             compress_threads: self.compress_threads,
             rotation: RotateConfig::tcpdump(self.rotate_size, self.rotate_seconds),
             nanos: self.time_precision.map(|p| p == PrecisionArg::Nano),
-        }
+        })
     }
 
     /// A sink for `path` with these settings.
     pub fn sink(&self, path: &Path) -> Result<TraceSink, Error> {
-        TraceSink::new(path, &self.settings())
+        TraceSink::new(path, &self.settings(path)?)
     }
 
     /// The sink of `-w`, if given.
