@@ -598,3 +598,40 @@ fn the_output_name_chooses_format_and_codec_and_flags_may_not_contradict_it() {
         assert!(!out.exists(), "{name} was written");
     }
 }
+
+#[test]
+fn gzip_output_of_incompressible_traffic_is_no_larger_than_its_input_and_framing() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("in.pcap");
+    run_ok(&[
+        "synth",
+        "-c",
+        "3000",
+        "--size",
+        "1518",
+        "--payload",
+        "random",
+        "-w",
+        p(&plain),
+    ]);
+    let gz = dir.path().join("out.pcap.gz");
+    run_ok(&["read", "-r", p(&plain), "-w", p(&gz)]);
+    let (n_in, n_out) = (
+        std::fs::metadata(&plain).unwrap().len(),
+        std::fs::metadata(&gz).unwrap().len(),
+    );
+    // A member a chunk (18 bytes) and 5 bytes a stored block of 64 KiB.
+    let chunks = n_in.div_ceil(4096);
+    assert!(n_out <= n_in + 23 * chunks, "{n_out} bytes from {n_in}");
+    // Stock gzip reads it back to the same bytes.
+    match std::process::Command::new("gzip")
+        .args(["-dc", p(&gz)])
+        .output()
+    {
+        Ok(o) => {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert_eq!(o.stdout, std::fs::read(&plain).unwrap());
+        }
+        Err(e) => panic!("gzip: {e}"),
+    }
+}
