@@ -46,12 +46,23 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
     let name = pipeline::display_path(&args.read);
     match source.window_stats() {
         Some(w) if w.indexed => eprintln!(
-            "kansoku: {name}: index: decompressed {} of {} blocks for the time window",
-            w.chunks_decoded, w.chunks_total
+            "kansoku: {name}: index: decompressed {} of {} blocks for the time window{}",
+            w.chunks_decoded,
+            w.chunks_total,
+            if w.tail_bytes > 0 {
+                format!(", and the {} bytes past its last block", w.tail_bytes)
+            } else {
+                String::new()
+            }
         ),
-        Some(_) => {
-            eprintln!("kansoku: {name}: no seek index; read the whole trace for the time window")
-        }
+        Some(w) => match &w.index_problem {
+            Some(why) => eprintln!(
+                "kansoku: warning: {name}: index ignored ({why}); read the whole trace for the time window"
+            ),
+            None => eprintln!(
+                "kansoku: {name}: no seek index; read the whole trace for the time window"
+            ),
+        },
         None => {}
     }
     Ok(report)

@@ -5,7 +5,7 @@
 //! one entry after each chunk it has written to the trace, so after a crash
 //! the index describes a prefix of the file; a torn last entry is ignored.
 //!
-//! # Layout (version 1, all integers little-endian)
+//! # Layout (version 2, all integers little-endian)
 //!
 //! Header, 16 bytes:
 //!
@@ -15,7 +15,7 @@
 //! | 4      | 2    | version (1)                                         |
 //! | 6      | 1    | codec: 0 none, 1 gzip, 2 zstd, 3 lz4                |
 //! | 7      | 1    | format: 0 pcap, 1 pcapng                            |
-//! | 8      | 4    | entry size in bytes (56)                            |
+//! | 8      | 4    | entry size in bytes (64)                            |
 //! | 12     | 4    | reserved, 0                                         |
 //!
 //! Then one 56-byte entry per chunk:
@@ -29,7 +29,20 @@
 //! | 32     | 8    | first packet timestamp, ns since the epoch          |
 //! | 40     | 8    | last packet timestamp, ns since the epoch           |
 //! | 48     | 4    | packet count                                        |
-//! | 52     | 4    | flags: bit 0 raw (stored uncompressed), bit 1 metadata |
+//! | 52     | 4    | flags: bit 0 raw (stored uncompressed), bit 1 metadata, bit 2 end |
+//! | 56     | 4    | CRC-32 of the chunk's decompressed bytes            |
+//! | 60     | 4    | CRC-32 of the entry's first 60 bytes                |
+//!
+//! The entry's own checksum makes a damaged entry (a flipped timestamp that
+//! would drop a chunk from a window, an offset pointing elsewhere) an index
+//! that is not used, never a silent loss; the chunk's checksum lets a
+//! reader check what it decoded. Version 1 (56-byte entries, no checksums)
+//! is still read, its entries checked only against the file.
+//!
+//! A file closed cleanly ends its index with an end entry (flag bit 2): the
+//! stream's closing bytes (LZ4's end mark, zstd's last block), no packets,
+//! no decompressed bytes. An index without one describes a file that was
+//! not closed (a crash, a kill) or a version 1 index.
 //!
 //! For LZ4 the compressed range covers the chunk's data blocks only; the
 //! frame header sits before the first chunk. "First" and "last" are the
@@ -45,17 +58,21 @@ use crate::format::Codec;
 
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"KIDX";
-/// Layout version.
-pub const VERSION: u16 = 1;
+/// Layout version written.
+pub const VERSION: u16 = 2;
 /// Header length.
 pub const HEADER_LEN: usize = 16;
-/// Entry length.
-pub const ENTRY_LEN: usize = 56;
+/// Entry length (version 2).
+pub const ENTRY_LEN: usize = 64;
+/// Entry length of version 1.
+pub const ENTRY_LEN_V1: usize = 56;
 /// Entry flag: every block of the chunk is stored uncompressed.
 pub const FLAG_RAW: u32 = 1;
 /// Entry flag: the chunk holds metadata (file header, pcapng SHB/IDB/other
 /// non-packet blocks) that a windowed read must replay.
 pub const FLAG_METADATA: u32 = 2;
+/// Entry flag: the stream's end; the file was closed cleanly.
+pub const FLAG_END: u32 = 4;
 /// The sidecar's extension, appended to the trace's full name.
 pub const EXTENSION: &str = "kidx";
 
@@ -86,6 +103,9 @@ pub struct IndexEntry {
     pub packets: u32,
     /// [`FLAG_RAW`], [`FLAG_METADATA`].
     pub flags: u32,
+    /// CRC-32 of the chunk's decompressed bytes (none in a version 1
+    /// index).
+    pub crc: Option<u32>,
 }
 
 impl IndexEntry {
@@ -94,12 +114,17 @@ impl IndexEntry {
         self.flags & FLAG_METADATA != 0
     }
 
+    /// Whether the entry is the stream's end (the file was closed).
+    pub fn is_end(&self) -> bool {
+        self.flags & FLAG_END != 0
+    }
+
     /// Whether the chunk is stored uncompressed.
     pub fn is_raw(&self) -> bool {
         self.flags & FLAG_RAW != 0
     }
 
-    /// The little-endian encoding.
+    /// The little-endian encoding (version 2).
     pub fn to_bytes(&self) -> [u8; ENTRY_LEN] {
         let mut b = [0u8; ENTRY_LEN];
         b[0..8].copy_from_slice(&self.comp_offset.to_le_bytes());
@@ -110,11 +135,25 @@ impl IndexEntry {
         b[40..48].copy_from_slice(&self.last_ts.to_le_bytes());
         b[48..52].copy_from_slice(&self.packets.to_le_bytes());
         b[52..56].copy_from_slice(&self.flags.to_le_bytes());
+        b[56..60].copy_from_slice(&self.crc.unwrap_or(0).to_le_bytes());
+        let own = crc32fast::hash(&b[..60]);
+        b[60..64].copy_from_slice(&own.to_le_bytes());
         b
     }
 
-    /// Decodes an entry from exactly [`ENTRY_LEN`] bytes.
-    pub fn from_bytes(b: &[u8; ENTRY_LEN]) -> IndexEntry {
+    /// Decodes a version 2 entry, `None` when its checksum fails.
+    pub fn from_bytes(b: &[u8; ENTRY_LEN]) -> Option<IndexEntry> {
+        let own = u32::from_le_bytes([b[60], b[61], b[62], b[63]]);
+        if crc32fast::hash(&b[..60]) != own {
+            return None;
+        }
+        let mut e = IndexEntry::from_v1(b[..ENTRY_LEN_V1].try_into().ok()?);
+        e.crc = Some(u32::from_le_bytes([b[56], b[57], b[58], b[59]]));
+        Some(e)
+    }
+
+    /// Decodes a version 1 entry from exactly [`ENTRY_LEN_V1`] bytes.
+    pub fn from_v1(b: &[u8; ENTRY_LEN_V1]) -> IndexEntry {
         let u64_at = |o: usize| {
             let mut v = [0u8; 8];
             v.copy_from_slice(&b[o..o + 8]);
@@ -130,6 +169,7 @@ impl IndexEntry {
             last_ts: u64_at(40),
             packets: u32_at(48),
             flags: u32_at(52),
+            crc: None,
         }
     }
 }
@@ -196,26 +236,42 @@ pub fn parse_index(bytes: &[u8], name: &str) -> Result<Index> {
         )));
     }
     let version = u16::from_le_bytes([h[4], h[5]]);
-    if version != VERSION {
-        return Err(bad(format!("index version {version} (expected {VERSION})")));
-    }
+    let want_len = match version {
+        1 => ENTRY_LEN_V1,
+        2 => ENTRY_LEN,
+        _ => {
+            return Err(bad(format!(
+                "index version {version} (expected 1 or {VERSION})"
+            )))
+        }
+    };
     let codec = codec_from_code(h[6]).ok_or_else(|| bad(format!("unknown codec code {}", h[6])))?;
     let entry_len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
-    if entry_len != ENTRY_LEN {
+    if entry_len != want_len {
         return Err(bad(format!(
-            "entry size {entry_len} (expected {ENTRY_LEN})"
+            "entry size {entry_len} (version {version} has {want_len})"
         )));
     }
     let body = &bytes[HEADER_LEN..];
-    let chunks = body.chunks_exact(ENTRY_LEN);
+    let chunks = body.chunks_exact(entry_len);
     let torn = !chunks.remainder().is_empty();
-    let entries = chunks
-        .map(|c| {
-            let mut a = [0u8; ENTRY_LEN];
-            a.copy_from_slice(c);
-            IndexEntry::from_bytes(&a)
-        })
-        .collect();
+    let mut entries = Vec::with_capacity(body.len() / entry_len);
+    for (i, c) in chunks.enumerate() {
+        let e = if version == 1 {
+            c.try_into().ok().map(IndexEntry::from_v1)
+        } else {
+            c.try_into().ok().and_then(IndexEntry::from_bytes)
+        };
+        match e {
+            Some(e) => entries.push(e),
+            None => {
+                return Err(Error::Format {
+                    offset: (HEADER_LEN + i * entry_len) as u64,
+                    what: format!("{name}: entry {i} fails its checksum"),
+                })
+            }
+        }
+    }
     Ok(Index {
         codec,
         pcapng: h[7] != 0,
@@ -285,6 +341,7 @@ mod tests {
             last_ts: 1_700_000_000_999_999_999,
             packets: 21,
             flags: FLAG_RAW,
+            crc: Some(0xdead_beef),
         };
         let mut b = header(Codec::Lz4, false).to_vec();
         b.extend_from_slice(&e.to_bytes());
@@ -294,6 +351,37 @@ mod tests {
         assert!(!ix.pcapng);
         assert_eq!(ix.entries, vec![e]);
         assert!(ix.torn);
+        // Any flipped bit of an entry fails its checksum.
+        for byte in HEADER_LEN..HEADER_LEN + ENTRY_LEN {
+            let mut bad = b.clone();
+            bad[byte] ^= 0x10;
+            let err = parse_index(&bad, "t").unwrap_err().to_string();
+            assert!(err.contains("entry 0 fails its checksum"), "{byte}: {err}");
+        }
+    }
+
+    #[test]
+    fn version_1_indexes_are_still_read() {
+        let e = IndexEntry {
+            comp_offset: 7,
+            comp_len: 100,
+            decomp_len: 500,
+            packets: 3,
+            first_ts: 5,
+            last_ts: 9,
+            ..IndexEntry::default()
+        };
+        let mut b = header(Codec::Gzip, true).to_vec();
+        b[4..6].copy_from_slice(&1u16.to_le_bytes());
+        b[8..12].copy_from_slice(&(ENTRY_LEN_V1 as u32).to_le_bytes());
+        b.extend_from_slice(&e.to_bytes()[..ENTRY_LEN_V1]);
+        let ix = parse_index(&b, "t").unwrap();
+        assert_eq!(ix.entries, vec![e]);
+        assert!(!ix.torn);
+        // A version 2 header with version 1 entries is refused.
+        let mut v2 = header(Codec::Gzip, true).to_vec();
+        v2[8..12].copy_from_slice(&(ENTRY_LEN_V1 as u32).to_le_bytes());
+        assert!(parse_index(&v2, "t").is_err());
     }
 
     #[test]

@@ -15,23 +15,44 @@
 //!   from its start and reading stops after the last chunk needed; the
 //!   chunks in between are decoded and dropped.
 //!
+//! The index is checked, never trusted: its entries must tile the file and
+//! the decompressed stream without gaps or overlaps, lie inside the file,
+//! give each packet chunk a first timestamp no later than its last, and
+//! find a chunk's start where they say (a gzip member's magic, LZ4 block
+//! headers that add up to the chunk, a zstd block header). An index that
+//! fails is ignored and the whole trace read, with the reason in
+//! [`WindowStats::index_problem`] for the caller to show. Past the index's
+//! last entry (after a crash the index lags the file by a chunk or more)
+//! the file is read on to its end, so a windowed read returns what a full
+//! read filtered by time returns.
+//!
 //! Chunks are coarser than the window, so callers still filter packets by
-//! timestamp. Without an index (or with one that does not match the file),
-//! the whole trace is read.
+//! timestamp. Without an index the whole trace is read.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Take};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::compress::lz4;
+use crate::compress::lz4::{self, MAX_BLOCK, RAW_FLAG};
 use crate::error::{Error, Result};
 use crate::format::Codec;
-use crate::index::{index_path, read_index, IndexEntry};
+use crate::index::{index_path, read_index, Index, IndexEntry};
+
+/// The entries of an index that the file bears out.
+struct Checked {
+    /// Chunks that lie whole inside the file, in order (no end entry).
+    entries: Vec<IndexEntry>,
+    /// Where the last of them (or the end entry) ends in the file.
+    end: u64,
+    /// Where the last of them ends in the decompressed stream.
+    decomp_end: u64,
+}
 use crate::read::TraceReader;
 
 /// What a windowed read touched.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WindowStats {
     /// Whether an index was used (else the whole trace is read).
     pub indexed: bool,
@@ -42,6 +63,198 @@ pub struct WindowStats {
     pub chunks_decoded: u64,
     /// Chunks whose bytes reach the reader.
     pub chunks_selected: u64,
+    /// Bytes past the index's last entry, read on to the file's end.
+    pub tail_bytes: u64,
+    /// Why the index was not used, when there was one.
+    pub index_problem: Option<String>,
+}
+
+/// A chunk's decompressed length is at most this (a block of packets, or
+/// one packet of the largest snap length pcapng allows, with room).
+const MAX_CHUNK: u64 = 64 << 20;
+
+/// Checks `index` against the trace `file` of `file_len` bytes; the entries
+/// that lie whole inside the file (after a crash the file may have lost
+/// the chunks of the last entries), or why the index cannot be used.
+fn check_index(index: &Index, file: &File, file_len: u64) -> std::result::Result<Checked, String> {
+    let mut entries = Vec::with_capacity(index.entries.len());
+    let (mut comp_end, mut decomp_end) = (None::<u64>, 0u64);
+    for (i, e) in index.entries.iter().enumerate() {
+        let Some(end) = e.comp_offset.checked_add(e.comp_len) else {
+            return Err(format!(
+                "entry {i}: offset {} + length {} overflows",
+                e.comp_offset, e.comp_len
+            ));
+        };
+        if end > file_len {
+            // The file ends inside or before this chunk: after a crash or a
+            // cut, it and every later one are not there (the read goes on
+            // from the last whole chunk instead). A later entry inside the
+            // file means this one is wrong.
+            if let Some(j) = index.entries[i + 1..]
+                .iter()
+                .position(|l| l.comp_offset.saturating_add(l.comp_len) <= file_len)
+            {
+                return Err(format!(
+                    "entry {i} ends at file offset {end}, past the file's end ({file_len}), \
+                     but entry {} lies inside it",
+                    i + 1 + j
+                ));
+            }
+            if i == 0 {
+                return Err(format!(
+                    "its first chunk ends at file offset {end}, past the file's end ({file_len})"
+                ));
+            }
+            break;
+        }
+        match comp_end {
+            None if e.comp_offset > 64 => {
+                return Err(format!(
+                    "entry 0 starts at file offset {}, past any stream header",
+                    e.comp_offset
+                ))
+            }
+            Some(c) if e.comp_offset != c => {
+                return Err(format!(
+                    "entry {i} starts at file offset {}, the previous chunk ends at {c}",
+                    e.comp_offset
+                ))
+            }
+            _ => {}
+        }
+        if e.is_end() {
+            if i + 1 != index.entries.len() || e.decomp_len != 0 || e.packets != 0 {
+                return Err(format!(
+                    "entry {i}: an end entry that is not the last, or holds data"
+                ));
+            }
+            if e.decomp_offset != decomp_end {
+                return Err(format!(
+                    "the end entry is at decompressed offset {}, the last chunk ends at {decomp_end}",
+                    e.decomp_offset
+                ));
+            }
+            if comp_end.is_some_and(|c| e.comp_offset != c) {
+                return Err(format!(
+                    "the end entry starts at file offset {}, not where the last chunk ends",
+                    e.comp_offset
+                ));
+            }
+            if end != file_len {
+                return Err(format!(
+                    "the file goes on for {} bytes past its closing end",
+                    file_len - end
+                ));
+            }
+            comp_end = Some(end);
+            break;
+        }
+        if e.decomp_offset != decomp_end {
+            return Err(format!(
+                "entry {i} starts at decompressed offset {}, the previous chunk ends at {decomp_end}",
+                e.decomp_offset
+            ));
+        }
+        if e.comp_len == 0 || e.decomp_len == 0 || e.decomp_len > MAX_CHUNK {
+            return Err(format!(
+                "entry {i}: {} bytes in the file, {} decompressed",
+                e.comp_len, e.decomp_len
+            ));
+        }
+        if e.packets > 0 && e.first_ts > e.last_ts {
+            return Err(format!(
+                "entry {i}: first timestamp {} after the last {}",
+                e.first_ts, e.last_ts
+            ));
+        }
+        if e.is_metadata() && e.packets > 0 {
+            return Err(format!(
+                "entry {i}: a metadata chunk with {} packets",
+                e.packets
+            ));
+        }
+        check_chunk_start(index.codec, file, e, i == 0)
+            .map_err(|why| format!("entry {i}: at file offset {}, {why}", e.comp_offset))?;
+        comp_end = Some(end);
+        decomp_end = e.decomp_offset + e.decomp_len;
+        entries.push(*e);
+    }
+    Ok(Checked {
+        entries,
+        end: comp_end.unwrap_or(0),
+        decomp_end,
+    })
+}
+
+/// Whether the file has a chunk of `codec` starting where `e` says.
+fn check_chunk_start(
+    codec: Codec,
+    file: &File,
+    e: &IndexEntry,
+    first: bool,
+) -> std::result::Result<(), String> {
+    let at = |off: u64, buf: &mut [u8]| {
+        file.read_exact_at(buf, off)
+            .map_err(|err| format!("unreadable: {err}"))
+    };
+    match codec {
+        Codec::None => Ok(()),
+        Codec::Gzip => {
+            let mut m = [0u8; 3];
+            at(e.comp_offset, &mut m)?;
+            if m == [0x1f, 0x8b, 8] {
+                Ok(())
+            } else {
+                Err(format!("no gzip member (bytes {m:02x?})"))
+            }
+        }
+        Codec::Lz4 => {
+            // The chunk's blocks must add up to its length exactly.
+            let (mut pos, end) = (e.comp_offset, e.comp_offset + e.comp_len);
+            let mut decoded = 0u64;
+            while pos < end {
+                let mut h = [0u8; 4];
+                at(pos, &mut h)?;
+                let size = u32::from_le_bytes(h);
+                let len = u64::from(size & !RAW_FLAG);
+                if size == 0 || len > MAX_BLOCK as u64 {
+                    return Err(format!(
+                        "no lz4 block at file offset {pos} (size field {size:#x})"
+                    ));
+                }
+                if size & RAW_FLAG != 0 {
+                    decoded += len;
+                }
+                pos += 4 + len;
+            }
+            if pos != end || decoded > e.decomp_len {
+                return Err("its lz4 blocks do not end where the chunk does".to_string());
+            }
+            Ok(())
+        }
+        Codec::Zstd => {
+            if first {
+                let mut m = [0u8; 4];
+                at(0, &mut m)?;
+                return if m == [0x28, 0xb5, 0x2f, 0xfd] {
+                    Ok(())
+                } else {
+                    Err("no zstd frame at the start".to_string())
+                };
+            }
+            // A block header (RFC 8878 3.1.1.2): type 3 is reserved, and
+            // no block holds more than 128 KiB.
+            let mut h = [0u8; 3];
+            at(e.comp_offset, &mut h)?;
+            let v = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
+            let (kind, size) = ((v >> 1) & 3, v >> 3);
+            if kind == 3 || size > 128 * 1024 {
+                return Err(format!("no zstd block (header {h:02x?})"));
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Opens `path` for reading the packets between `since_ns` and `until_ns`
@@ -54,14 +267,20 @@ pub fn open_window(
     since_ns: Option<u64>,
     until_ns: Option<u64>,
 ) -> Result<(TraceReader, WindowStats)> {
-    let full = || -> Result<(TraceReader, WindowStats)> {
-        Ok((TraceReader::open(path)?, WindowStats::default()))
+    let full = |problem: Option<String>| -> Result<(TraceReader, WindowStats)> {
+        let stats = WindowStats {
+            index_problem: problem,
+            ..WindowStats::default()
+        };
+        Ok((TraceReader::open(path)?, stats))
     };
     let ipath = index_path(path);
     let index = match read_index(&ipath) {
         Ok(ix) => ix,
-        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => return full(),
-        Err(e) => return Err(e),
+        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return full(None)
+        }
+        Err(e) => return full(Some(e.to_string())),
     };
     let mut file =
         File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
@@ -72,29 +291,45 @@ pub fn open_window(
     let mut head = [0u8; 4];
     let head_len = read_up_to(&mut file, &mut head)
         .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    if Codec::detect(&head[..head_len]) != index.codec {
-        // The sidecar belongs to another file that had this name.
-        return full();
+    let codec = Codec::detect(&head[..head_len]);
+    if codec != index.codec {
+        return full(Some(format!(
+            "{}: the index is for a {} file, this one is {}",
+            ipath.display(),
+            index.codec,
+            codec
+        )));
     }
-    // After a crash the index can describe chunks the file lost; only whole
-    // chunks inside the file count.
-    let entries: Vec<IndexEntry> = index
-        .entries
-        .iter()
-        .take_while(|e| {
-            e.comp_offset
-                .checked_add(e.comp_len)
-                .is_some_and(|end| end <= file_len)
-        })
-        .copied()
-        .collect();
+    let Checked {
+        entries,
+        end: indexed_end,
+        decomp_end,
+    } = match check_index(&index, &file, file_len) {
+        Ok(c) => c,
+        Err(why) => return full(Some(format!("{}: {why}", ipath.display()))),
+    };
     let overlaps = |e: &IndexEntry| {
         !e.is_metadata()
             && e.packets > 0
             && !matches!(since_ns, Some(s) if e.last_ts < s)
             && !matches!(until_ns, Some(u) if e.first_ts > u)
     };
-    let last_needed = entries.iter().rposition(overlaps);
+    // Past the last whole entry the file is read to its end: chunks the
+    // index has not caught up with, and the stream's end.
+    let tail = if entries.is_empty() {
+        0
+    } else {
+        file_len - indexed_end
+    };
+    if entries.is_empty() {
+        // Nothing indexed is in the file: a full read is the same thing.
+        return full(None);
+    }
+    let last_needed = if tail > 0 {
+        Some(entries.len())
+    } else {
+        entries.iter().rposition(overlaps)
+    };
     let selected: VecDeque<(usize, IndexEntry)> = entries
         .iter()
         .enumerate()
@@ -112,31 +347,76 @@ pub fn open_window(
         chunks_total: entries.len() as u64,
         chunks_decoded: selected.len() as u64,
         chunks_selected: selected.len() as u64,
+        tail_bytes: tail,
+        index_problem: None,
     };
     let reader: Box<dyn Read + Send> = if index.codec == Codec::Zstd {
-        let last = selected.back().map_or(0, |(i, _)| *i);
-        stats.chunks_decoded = if selected.is_empty() {
+        let last = if tail > 0 {
+            entries.len() - 1
+        } else {
+            selected.back().map_or(0, |(i, _)| *i)
+        };
+        stats.chunks_decoded = if selected.is_empty() && tail == 0 {
             0
         } else {
             last as u64 + 1
         };
-        let end = selected
-            .back()
-            .map_or(0, |(_, e)| e.comp_offset + e.comp_len);
+        let end = if tail > 0 {
+            file_len
+        } else {
+            selected
+                .back()
+                .map_or(0, |(_, e)| e.comp_offset + e.comp_len)
+        };
+        let mut ranges: VecDeque<(u64, u64)> = selected
+            .iter()
+            .map(|(_, e)| (e.decomp_offset, e.decomp_offset + e.decomp_len))
+            .collect();
+        if tail > 0 {
+            ranges.push_back((decomp_end, u64::MAX));
+        }
         file.seek(SeekFrom::Start(0))
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        Box::new(ZstdWindow::new(file.take(end), selected, path)?)
+        Box::new(ZstdWindow::new(file.take(end), ranges, path)?)
     } else {
-        Box::new(ChunkReader {
+        let chunks = ChunkReader {
             file,
             codec: index.codec,
             chunks: selected,
             buf: Vec::new(),
             pos: 0,
             path: path.to_path_buf(),
-        })
+        };
+        if tail > 0 {
+            // A descriptor of its own: a clone's shares the chunks' file
+            // offset, and gzip's decoder reads its first bytes at once.
+            let mut rest = File::open(path)
+                .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+            rest.seek(SeekFrom::Start(indexed_end))
+                .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+            let rest = BufReader::new(rest);
+            let tail: Box<dyn Read + Send> = match index.codec {
+                Codec::None => Box::new(rest),
+                Codec::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(rest)),
+                // The tail's blocks continue the frame whose header is
+                // at the file's start: decode them as a frame of their own
+                // under a copy of it.
+                _ => {
+                    let mut header = vec![0u8; entries[0].comp_offset as usize];
+                    let f = &chunks.file;
+                    f.read_exact_at(&mut header, 0)
+                        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+                    Box::new(crate::read::lz4::Lz4Decoder::new(BufReader::new(
+                        io::Cursor::new(header).chain(rest),
+                    )))
+                }
+            };
+            Box::new(chunks.chain(tail))
+        } else {
+            Box::new(chunks)
+        }
     };
-    Ok((TraceReader::from_decompressed(reader)?, stats))
+    Ok((TraceReader::from_decoded(reader, index.codec)?, stats))
 }
 
 /// Reads into `buf` until it is full or the file ends.
@@ -195,6 +475,20 @@ impl ChunkReader {
             // Zstd goes through ZstdWindow.
             Codec::Zstd => return Err(Error::Config("zstd chunks cannot be decoded alone".into())),
         }
+        if let Some(want) = e.crc {
+            let got = crc32fast::hash(&self.buf);
+            if got != want {
+                return Err(Error::Compression {
+                    codec: self.codec.name(),
+                    what: format!(
+                        "chunk {n} at file offset {} is corrupt: its {} bytes decoded have checksum \
+                         {got:08x}, the index says {want:08x}",
+                        e.comp_offset,
+                        self.buf.len()
+                    ),
+                });
+            }
+        }
         if self.buf.len() as u64 != e.decomp_len {
             return Err(Error::Compression {
                 codec: self.codec.name(),
@@ -236,26 +530,14 @@ struct ZstdWindow {
 }
 
 impl ZstdWindow {
-    fn new(
-        src: Take<File>,
-        chunks: VecDeque<(usize, IndexEntry)>,
-        path: &Path,
-    ) -> Result<ZstdWindow> {
+    fn new(src: Take<File>, ranges: VecDeque<(u64, u64)>, path: &Path) -> Result<ZstdWindow> {
         let dec = zstd::stream::read::Decoder::new(src)
             .map_err(|e| Error::io(format!("starting zstd on {}", path.display()), e))?
             .single_frame();
         Ok(ZstdWindow {
             dec,
             pos: 0,
-            ranges: chunks
-                .iter()
-                .map(|(_, e)| {
-                    (
-                        e.decomp_offset,
-                        e.decomp_offset.saturating_add(e.decomp_len),
-                    )
-                })
-                .collect(),
+            ranges,
             scratch: vec![0; 64 * 1024],
         })
     }
@@ -283,6 +565,9 @@ impl Read for ZstdWindow {
                 (&mut out[..k], true)
             };
             let n = self.dec.read(buf)?;
+            if n == 0 && end == u64::MAX {
+                return Ok(0);
+            }
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,

@@ -35,7 +35,7 @@ use crate::compress::pool::{Done, EncoderPool, Job, Work};
 use crate::compress::{check_level, ChunkEncoder, ChunkReport};
 use crate::error::{Error, Result};
 use crate::format::{pcap, pcapng, Codec};
-use crate::index::{self, IndexEntry, IndexWriter, FLAG_METADATA, FLAG_RAW};
+use crate::index::{self, IndexEntry, IndexWriter, FLAG_END, FLAG_METADATA, FLAG_RAW};
 use crate::record::{Interface, Packet, PacketKind, Record, Section, TsResolution};
 
 /// The trace format inside the compression.
@@ -248,6 +248,8 @@ struct ChunkState {
     first_ts: u64,
     last_ts: u64,
     metadata: bool,
+    /// CRC-32 of the chunk's bytes, for its index entry.
+    crc: u32,
 }
 
 /// What the writer keeps of a chunk while a compression thread encodes it.
@@ -691,7 +693,10 @@ impl<W: Write> TraceWriter<W> {
     /// threads the chunk is handed to them instead, and whatever chunks they
     /// have finished are written, in order.
     fn flush_chunk(&mut self, len: usize) -> Result<()> {
-        let c = std::mem::take(&mut self.chunk);
+        let mut c = std::mem::take(&mut self.chunk);
+        if self.index.is_some() {
+            c.crc = crc32fast::hash(&self.block[..len]);
+        }
         if self.pool.is_some() {
             let cap = self.cfg.block_size + 2048;
             let mut input = self.pool.as_mut().map_or_else(Vec::new, |p| p.buffer(cap));
@@ -768,6 +773,7 @@ impl<W: Write> TraceWriter<W> {
             last_ts: c.last_ts,
             packets: c.packets,
             flags,
+            crc: Some(c.crc),
         };
         self.comp_offset += out.len() as u64;
         self.decomp_offset += len as u64;
@@ -782,13 +788,26 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
-    /// Writes the end of the stream.
+    /// Writes the end of the stream, then the index's end entry, which
+    /// says the file was closed and where its last bytes are.
     fn write_end(&mut self, out: &[u8]) -> Result<()> {
         self.sink
             .write_all(out)
             .and_then(|()| self.sink.flush())
             .map_err(|e| Error::io("writing the end of the trace", e))?;
+        let end = IndexEntry {
+            comp_offset: self.comp_offset,
+            comp_len: out.len() as u64,
+            decomp_offset: self.decomp_offset,
+            flags: FLAG_END,
+            crc: Some(0),
+            ..IndexEntry::default()
+        };
+        self.comp_offset += out.len() as u64;
         self.stats.bytes_out += out.len() as u64;
+        if let Some(ix) = self.index.as_mut() {
+            ix.append(&end)?;
+        }
         Ok(())
     }
 

@@ -106,9 +106,17 @@ fn three_threads_write_what_one_thread_writes() {
                 );
             }
 
-            // Every chunk is listed, back to back, covering the plain stream.
+            // Every chunk is listed, back to back, covering the plain stream,
+            // then the stream's end, up to the file's end.
             let ix = read_index(&index_path(&three)).unwrap();
-            assert_eq!(ix.entries.len() as u64, s3.chunks, "{what}");
+            assert_eq!(ix.entries.len() as u64, s3.chunks + 1, "{what}");
+            let end = ix.entries.last().unwrap();
+            assert!(end.is_end(), "{what}");
+            assert_eq!(
+                end.comp_offset + end.comp_len,
+                std::fs::metadata(&three).unwrap().len(),
+                "{what}"
+            );
             let mut comp = ix.entries[0].comp_offset;
             let mut decomp = 0;
             for e in &ix.entries {

@@ -100,8 +100,10 @@ fn every_codec_and_format_round_trips() {
             assert!(back == pkts, "{format} {codec}: packets differ");
             let ix = read_index(&index_path(&path)).unwrap();
             assert_eq!(ix.codec, codec);
-            assert_eq!(ix.entries.len() as u64, stats.chunks);
+            assert_eq!(ix.entries.len() as u64, stats.chunks + 1);
             assert!(ix.entries[0].is_metadata());
+            // A closed file's index ends with the end entry.
+            assert!(ix.entries.last().unwrap().is_end());
             assert_eq!(
                 ix.entries.iter().map(|e| u64::from(e.packets)).sum::<u64>(),
                 3000

@@ -62,6 +62,9 @@ struct Progress {
 struct Counted<R> {
     inner: R,
     progress: Arc<Progress>,
+    /// Whether `inner` is the underlying source (its errors are I/O
+    /// errors), not a decoder.
+    source: bool,
 }
 
 impl<R: Read> Read for Counted<R> {
@@ -72,7 +75,7 @@ impl<R: Read> Read for Counted<R> {
                 Ok(n)
             }
             Err(e) => {
-                if e.kind() != ErrorKind::Interrupted {
+                if self.source && e.kind() != ErrorKind::Interrupted {
                     self.progress.io_failed.store(true, Ordering::Relaxed);
                 }
                 Err(e)
@@ -173,6 +176,7 @@ impl TraceReader {
         let mut counted = Counted {
             inner: r,
             progress: Arc::clone(&progress),
+            source: true,
         };
         let mut head = [0u8; 4];
         let mut got = 0;
@@ -204,12 +208,21 @@ impl TraceReader {
 
     /// Reads plain pcap or pcapng bytes, with no compression detection.
     pub fn from_decompressed(r: Box<dyn Read + Send>) -> Result<TraceReader> {
+        TraceReader::from_decoded(r, Codec::None)
+    }
+
+    /// Reads pcap or pcapng bytes already decoded from a `codec` file (a
+    /// windowed read's chunks): a cut stream is a truncation and a decoder's
+    /// error a compression error, as when the reader decodes the file
+    /// itself.
+    pub fn from_decoded(r: Box<dyn Read + Send>, codec: Codec) -> Result<TraceReader> {
         let progress = Arc::new(Progress::default());
         let counted = Counted {
             inner: r,
             progress: Arc::clone(&progress),
+            source: codec == Codec::None,
         };
-        TraceReader::start(Box::new(counted), Codec::None, progress, &[])
+        TraceReader::start(Box::new(counted), codec, progress, &[])
     }
 
     /// Builds the reader with `head` already read from `src`, and detects the

@@ -1,0 +1,181 @@
+//! A windowed read gives exactly what a full read filtered by time gives,
+//! whatever state the index is in: intact, cut at any entry or inside one
+//! (a crash while appending), with a chunk offset or length changed, for
+//! another file, or missing; and after the trace itself was cut short.
+
+mod common;
+
+use std::path::Path;
+
+use common::{write_file, Pkt};
+use proptest::prelude::*;
+use trace::index::{index_path, ENTRY_LEN, HEADER_LEN};
+use trace::window::open_window;
+use trace::write::{OutputFormat, WriterConfig};
+use trace::{Codec, LinkType, Record, TraceReader};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+/// The packets `r` gives up to its end or its first error, and whether it
+/// ended in an error (after a cut, both reads must stop at the same packet
+/// and say the same).
+fn packets_of(mut r: TraceReader) -> (Vec<Pkt>, Option<String>) {
+    let mut out = Vec::new();
+    loop {
+        match r.next_record() {
+            Ok(Some(Record::Packet(p))) => out.push(Pkt {
+                link: p.link_type,
+                ts: p.ts_nanos(),
+                orig_len: p.orig_len,
+                data: p.data.to_vec(),
+            }),
+            Ok(Some(_)) => {}
+            Ok(None) => return (out, r.truncation().map(|t| t.to_string())),
+            Err(e) => return (out, Some(e.to_string())),
+        }
+    }
+}
+
+fn in_window(p: &[Pkt], since: Option<u64>, until: Option<u64>) -> Vec<Pkt> {
+    p.iter()
+        .filter(|p| since.is_none_or(|s| p.ts >= s) && until.is_none_or(|u| p.ts <= u))
+        .cloned()
+        .collect()
+}
+
+/// Checks the windowed read of `path` against its full read.
+fn same_as_full(path: &Path, since: Option<u64>, until: Option<u64>, what: &str) {
+    let (full, full_end) = packets_of(TraceReader::open(path).unwrap());
+    let (r, ws) = open_window(path, since, until).unwrap();
+    let (win, win_end) = packets_of(r);
+    let want = in_window(&full, since, until);
+    let got = in_window(&win, since, until);
+    assert!(
+        got == want,
+        "{what}: {} packets in the window, {} from the full read ({ws:?})",
+        got.len(),
+        want.len()
+    );
+    // A cut or a corrupt stream is reported the same way by both.
+    assert_eq!(
+        win_end.is_some(),
+        full_end.is_some(),
+        "{what}: {win_end:?} / {full_end:?}"
+    );
+}
+
+fn trace(n: usize, seed: u64, random: bool) -> Vec<Pkt> {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..n)
+        .map(|i| {
+            let len = 60 + (next() % 1455) as usize;
+            let data = if random {
+                (0..len).map(|_| next() as u8).collect()
+            } else {
+                let mut d = vec![0x41u8; len];
+                d[..8].copy_from_slice(&(i as u64).to_be_bytes());
+                d
+            };
+            // A little out of order now and then, as captures from
+            // several queues are.
+            let jitter = if next() % 10 == 0 {
+                next() % 3_000_000
+            } else {
+                0
+            };
+            Pkt {
+                link: LinkType::Ethernet,
+                ts: T0 + i as u64 * 1_000_000 - jitter.min(i as u64 * 1_000_000),
+                orig_len: len as u32,
+                data,
+            }
+        })
+        .collect()
+}
+
+fn codec_of(i: u8) -> Codec {
+    [Codec::Lz4, Codec::Zstd, Codec::Gzip, Codec::None][usize::from(i % 4)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn a_windowed_read_is_a_full_read_filtered_by_time(
+        n in 1usize..2500,
+        seed in any::<u64>(),
+        random in any::<bool>(),
+        codec in 0u8..4,
+        pcapng in any::<bool>(),
+        block_kib in 4usize..=64,
+        since_at in proptest::option::of(0.0f64..1.1),
+        span in proptest::option::of(0.0f64..0.5),
+        cut_entry in any::<prop::sample::Index>(),
+        flip in any::<prop::sample::Index>(),
+        flip_to in 1u8..=255,
+        cut_file in 0.3f64..1.0,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let codec = codec_of(codec);
+        let format = if pcapng { OutputFormat::Pcapng } else { OutputFormat::Pcap };
+        let path = dir.path().join("t");
+        let pkts = trace(n, seed, random);
+        let cfg = WriterConfig {
+            format,
+            codec,
+            nanos: true,
+            block_size: block_kib * 1024,
+            ..WriterConfig::default()
+        };
+        write_file(&path, cfg, &pkts);
+        let end = T0 + n as u64 * 1_000_000;
+        let since = since_at.map(|f| T0 + (f * (end - T0) as f64) as u64);
+        let until = span.map(|s| since.unwrap_or(T0) + (s * (end - T0) as f64) as u64);
+        let what = format!("{format} {codec} n={n} block={block_kib}K since={since:?} until={until:?}");
+        let ipath = index_path(&path);
+        let index = std::fs::read(&ipath).unwrap();
+        let entries = (index.len() - HEADER_LEN) / ENTRY_LEN;
+
+        same_as_full(&path, since, until, &format!("{what}, index intact"));
+
+        // Cut at an entry, and inside one (a torn append).
+        let k = cut_entry.index(entries + 1);
+        std::fs::write(&ipath, &index[..HEADER_LEN + ENTRY_LEN * k]).unwrap();
+        same_as_full(&path, since, until, &format!("{what}, index cut to {k} entries"));
+        std::fs::write(&ipath, &index[..(HEADER_LEN + ENTRY_LEN * k + 23).min(index.len())]).unwrap();
+        same_as_full(&path, since, until, &format!("{what}, index torn after {k} entries"));
+
+        // Any byte of an entry changed: a timestamp, an offset, a length.
+        let e = flip.index(entries.max(1)).min(entries.saturating_sub(1));
+        let field = flip.index(ENTRY_LEN);
+        let at = HEADER_LEN + ENTRY_LEN * e + field;
+        let mut bad = index.clone();
+        if at < bad.len() {
+            bad[at] ^= flip_to;
+        }
+        std::fs::write(&ipath, &bad).unwrap();
+        same_as_full(&path, since, until, &format!("{what}, index byte {at} flipped"));
+
+        // The index header damaged, or missing.
+        let mut bad = index.clone();
+        bad[6] ^= 0x7f;
+        std::fs::write(&ipath, &bad).unwrap();
+        same_as_full(&path, since, until, &format!("{what}, index header damaged"));
+        std::fs::remove_file(&ipath).unwrap();
+        same_as_full(&path, since, until, &format!("{what}, no index"));
+
+        // The trace cut short under its whole index (a crash, or a copy
+        // that stopped).
+        std::fs::write(&ipath, &index).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let keep = (bytes.len() as f64 * cut_file) as usize;
+        std::fs::write(&path, &bytes[..keep]).unwrap();
+        same_as_full(&path, since, until, &format!("{what}, trace cut to {keep} of {} bytes", bytes.len()));
+    }
+}
