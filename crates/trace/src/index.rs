@@ -30,8 +30,13 @@
 //! | 40     | 8    | last packet timestamp, ns since the epoch           |
 //! | 48     | 4    | packet count                                        |
 //! | 52     | 4    | flags: bit 0 raw (stored uncompressed), bit 1 metadata, bit 2 end |
-//! | 56     | 4    | CRC-32 of the chunk's decompressed bytes            |
-//! | 60     | 4    | CRC-32 of the entry's first 60 bytes                |
+//! | 56     | 4    | checksum of the chunk's decompressed bytes          |
+//! | 60     | 4    | checksum of the entry's first 60 bytes              |
+//!
+//! Both checksums are the low 32 bits of XXH3-64 ([`chunk_checksum`]):
+//! as good at catching damage as a CRC-32, and fast enough (tens of GB/s)
+//! that checking every chunk costs the writer almost nothing, where
+//! CRC-32 cost 7% of an LZ4 write.
 //!
 //! The entry's own checksum makes a damaged entry (a flipped timestamp that
 //! would drop a chunk from a window, an offset pointing elsewhere) an index
@@ -71,6 +76,12 @@ pub const FLAG_RAW: u32 = 1;
 /// Entry flag: the chunk holds metadata (file header, pcapng SHB/IDB/other
 /// non-packet blocks) that a windowed read must replay.
 pub const FLAG_METADATA: u32 = 2;
+/// The checksum an index keeps of a chunk's bytes and of each entry: the
+/// low 32 bits of XXH3-64.
+pub fn chunk_checksum(bytes: &[u8]) -> u32 {
+    xxhash_rust::xxh3::xxh3_64(bytes) as u32
+}
+
 /// Entry flag: the stream's end; the file was closed cleanly.
 pub const FLAG_END: u32 = 4;
 /// The sidecar's extension, appended to the trace's full name.
@@ -103,8 +114,8 @@ pub struct IndexEntry {
     pub packets: u32,
     /// [`FLAG_RAW`], [`FLAG_METADATA`].
     pub flags: u32,
-    /// CRC-32 of the chunk's decompressed bytes (none in a version 1
-    /// index).
+    /// Checksum of the chunk's decompressed bytes ([`chunk_checksum`]; none
+    /// in a version 1 index).
     pub crc: Option<u32>,
 }
 
@@ -136,7 +147,7 @@ impl IndexEntry {
         b[48..52].copy_from_slice(&self.packets.to_le_bytes());
         b[52..56].copy_from_slice(&self.flags.to_le_bytes());
         b[56..60].copy_from_slice(&self.crc.unwrap_or(0).to_le_bytes());
-        let own = crc32fast::hash(&b[..60]);
+        let own = chunk_checksum(&b[..60]);
         b[60..64].copy_from_slice(&own.to_le_bytes());
         b
     }
@@ -144,7 +155,7 @@ impl IndexEntry {
     /// Decodes a version 2 entry, `None` when its checksum fails.
     pub fn from_bytes(b: &[u8; ENTRY_LEN]) -> Option<IndexEntry> {
         let own = u32::from_le_bytes([b[60], b[61], b[62], b[63]]);
-        if crc32fast::hash(&b[..60]) != own {
+        if chunk_checksum(&b[..60]) != own {
             return None;
         }
         let mut e = IndexEntry::from_v1(b[..ENTRY_LEN_V1].try_into().ok()?);

@@ -476,7 +476,7 @@ impl ChunkReader {
             Codec::Zstd => return Err(Error::Config("zstd chunks cannot be decoded alone".into())),
         }
         if let Some(want) = e.crc {
-            let got = crc32fast::hash(&self.buf);
+            let got = crate::index::chunk_checksum(&self.buf);
             if got != want {
                 return Err(Error::Compression {
                     codec: self.codec.name(),

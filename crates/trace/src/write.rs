@@ -248,7 +248,7 @@ struct ChunkState {
     first_ts: u64,
     last_ts: u64,
     metadata: bool,
-    /// CRC-32 of the chunk's bytes, for its index entry.
+    /// Checksum of the chunk's bytes, for its index entry.
     crc: u32,
 }
 
@@ -695,7 +695,7 @@ impl<W: Write> TraceWriter<W> {
     fn flush_chunk(&mut self, len: usize) -> Result<()> {
         let mut c = std::mem::take(&mut self.chunk);
         if self.index.is_some() {
-            c.crc = crc32fast::hash(&self.block[..len]);
+            c.crc = crate::index::chunk_checksum(&self.block[..len]);
         }
         if self.pool.is_some() {
             let cap = self.cfg.block_size + 2048;

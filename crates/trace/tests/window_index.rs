@@ -3,6 +3,7 @@
 //! (a crash while appending), with a chunk offset or length changed, for
 //! another file, or missing; and after the trace itself was cut short.
 
+#[allow(dead_code)]
 mod common;
 
 use std::path::Path;
