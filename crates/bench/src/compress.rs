@@ -226,7 +226,7 @@ pub fn measure(
         let mut bytes_in = 0u64;
         let start = Instant::now();
         loop {
-            let mut enc = ChunkEncoder::new(codec, None)?;
+            let mut enc = ChunkEncoder::new(codec, None, false)?;
             let (mut written, mut blocks, mut raw) = (0u64, 0u64, 0u64);
             enc.begin(&mut out);
             for c in &chunks {

@@ -126,6 +126,43 @@ fn tshark_reads_every_format_and_codec_with_identical_packets() {
     }
 }
 
+#[test]
+fn tshark_and_the_codecs_own_tools_read_files_with_stream_checksums() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = synth_plain(
+        dir.path(),
+        "in.pcap",
+        &["-c", "2000", "--size", "64-1518", "--payload", "random"],
+    );
+    let (want, ok, err) = tshark_read(&input);
+    assert!(ok, "{err}");
+    for (name, tool) in [("c.pcapng.lz4", "lz4"), ("c.pcap.zst", "zstd")] {
+        let out = dir.path().join(name);
+        run_ok(&["read", "-r", p(&input), "-w", p(&out), "--checksums"]);
+        let head = std::fs::read(&out).unwrap();
+        if tool == "lz4" {
+            assert_eq!(head[4] & 0x10, 0x10, "B.Checksum set");
+        } else {
+            // Frame header descriptor, bit 2: content checksum.
+            assert_eq!(head[4] & 0x04, 0x04, "zstd content checksum flag");
+        }
+        let (got, ok, err) = tshark_read(&out);
+        assert!(ok, "tshark on {name}: {err}");
+        assert_same_packets(name, &got, &want, false);
+        let t = std::process::Command::new(tool)
+            .args(["-q", "-t", p(&out)])
+            .output();
+        match t {
+            Ok(t) => assert!(
+                t.status.success(),
+                "{tool} -t: {}",
+                String::from_utf8_lossy(&t.stderr)
+            ),
+            Err(e) => assert!(std::env::var_os("CI").is_none(), "{tool}: {e}"),
+        }
+    }
+}
+
 /// Feeds `input` to `child`'s standard input in small pieces with pauses,
 /// until it is all written or the child stops reading.
 fn feed_slowly(

@@ -222,7 +222,7 @@ fn main() {
             });
             let enc = |checksum: bool| {
                 rate(p.len(), || {
-                    let mut e = Lz4FrameEncoder::new(checksum);
+                    let mut e = Lz4FrameEncoder::new(checksum, true);
                     let mut out = Vec::with_capacity(block * 2);
                     e.begin(&mut out);
                     for c in p.chunks(block) {

@@ -35,7 +35,7 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom, Take};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::compress::lz4::{self, MAX_BLOCK, RAW_FLAG};
+use crate::compress::lz4::{self, FLG_BLOCK_CHECKSUM, FLG_OFFSET, MAX_BLOCK, RAW_FLAG};
 use crate::error::{Error, Result};
 use crate::format::Codec;
 use crate::index::{index_path, read_index, Index, IndexEntry};
@@ -76,7 +76,12 @@ const MAX_CHUNK: u64 = 64 << 20;
 /// Checks `index` against the trace `file` of `file_len` bytes; the entries
 /// that lie whole inside the file (after a crash the file may have lost
 /// the chunks of the last entries), or why the index cannot be used.
-fn check_index(index: &Index, file: &File, file_len: u64) -> std::result::Result<Checked, String> {
+fn check_index(
+    index: &Index,
+    file: &File,
+    file_len: u64,
+    lz4_sums: bool,
+) -> std::result::Result<Checked, String> {
     let mut entries = Vec::with_capacity(index.entries.len());
     let (mut comp_end, mut decomp_end) = (None::<u64>, 0u64);
     for (i, e) in index.entries.iter().enumerate() {
@@ -174,7 +179,7 @@ fn check_index(index: &Index, file: &File, file_len: u64) -> std::result::Result
                 e.packets
             ));
         }
-        check_chunk_start(index.codec, file, e, i == 0)
+        check_chunk_start(index.codec, file, e, i == 0, lz4_sums)
             .map_err(|why| format!("entry {i}: at file offset {}, {why}", e.comp_offset))?;
         comp_end = Some(end);
         decomp_end = e.decomp_offset + e.decomp_len;
@@ -193,6 +198,7 @@ fn check_chunk_start(
     file: &File,
     e: &IndexEntry,
     first: bool,
+    lz4_sums: bool,
 ) -> std::result::Result<(), String> {
     let at = |off: u64, buf: &mut [u8]| {
         file.read_exact_at(buf, off)
@@ -226,7 +232,7 @@ fn check_chunk_start(
                 if size & RAW_FLAG != 0 {
                     decoded += len;
                 }
-                pos += 4 + len;
+                pos += 4 + len + if lz4_sums { 4 } else { 0 };
             }
             if pos != end || decoded > e.decomp_len {
                 return Err("its lz4 blocks do not end where the chunk does".to_string());
@@ -300,11 +306,16 @@ pub fn open_window(
             codec
         )));
     }
+    // Whether LZ4 blocks carry their checksums (the frame's FLG).
+    let mut flg = [0u8; 1];
+    let lz4_sums = codec == Codec::Lz4
+        && file.read_exact_at(&mut flg, FLG_OFFSET).is_ok()
+        && flg[0] & FLG_BLOCK_CHECKSUM != 0;
     let Checked {
         entries,
         end: indexed_end,
         decomp_end,
-    } = match check_index(&index, &file, file_len) {
+    } = match check_index(&index, &file, file_len, lz4_sums) {
         Ok(c) => c,
         Err(why) => return full(Some(format!("{}: {why}", ipath.display()))),
     };
@@ -382,6 +393,7 @@ pub fn open_window(
         let chunks = ChunkReader {
             file,
             codec: index.codec,
+            lz4_sums,
             chunks: selected,
             buf: Vec::new(),
             pos: 0,
@@ -437,6 +449,8 @@ fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 struct ChunkReader {
     file: File,
     codec: Codec,
+    /// LZ4 blocks are followed by their checksums.
+    lz4_sums: bool,
     chunks: VecDeque<(usize, IndexEntry)>,
     buf: Vec<u8>,
     pos: usize,
@@ -462,7 +476,7 @@ impl ChunkReader {
         self.pos = 0;
         match self.codec {
             Codec::None => self.buf = comp,
-            Codec::Lz4 => lz4::decode_blocks(&comp, e.comp_offset, &mut self.buf)?,
+            Codec::Lz4 => lz4::decode_blocks(&comp, e.comp_offset, self.lz4_sums, &mut self.buf)?,
             Codec::Gzip => {
                 flate2::read::GzDecoder::new(&comp[..])
                     .take(e.decomp_len.saturating_add(1))

@@ -298,20 +298,25 @@ fn lz4_sizes_stay_within_bounds() {
 }
 
 /// Parses the LZ4 frame without the library's decoder: one magic, a valid
-/// header, blocks of at most 64 KiB, raw-flagged blocks for random data, the
-/// EndMark last.
+/// header, blocks of at most 64 KiB each followed by its xxh32, raw-flagged
+/// blocks for random data, the EndMark last.
 #[test]
 fn lz4_file_is_one_frame() {
     let dir = tempfile::tempdir().unwrap();
     for random in [true, false] {
         let pkts = packets(2000, 1518, random, 5);
         let path = dir.path().join("f.pcap.lz4");
-        let s = write_file(&path, cfg(OutputFormat::Pcap, Codec::Lz4), &pkts);
+        let c = WriterConfig {
+            stream_checksums: true,
+            ..cfg(OutputFormat::Pcap, Codec::Lz4)
+        };
+        let s = write_file(&path, c, &pkts);
         let f = std::fs::read(&path).unwrap();
         assert_eq!(&f[..4], &[0x04, 0x22, 0x4d, 0x18]);
         assert_eq!(f[4] & 0xc0, 0x40, "version 01");
         assert_eq!(f[4] & 0x20, 0x20, "independent blocks");
-        assert_eq!(f[4] & 0x1c, 0, "no block or content checksum, no size");
+        assert_eq!(f[4] & 0x10, 0x10, "block checksums");
+        assert_eq!(f[4] & 0x0c, 0, "no content checksum, no size");
         assert_eq!(f[5], 0x40, "64 KB blocks");
         let hc = (xxhash_rust::xxh32::xxh32(&f[4..6], 0) >> 8) as u8;
         assert_eq!(f[6], hc);
@@ -334,6 +339,9 @@ fn lz4_file_is_one_frame() {
             }
             blocks += 1;
             pos += len;
+            let sum = u32::from_le_bytes(f[pos..pos + 4].try_into().unwrap());
+            assert_eq!(sum, xxhash_rust::xxh32::xxh32(body, 0));
+            pos += 4;
         }
         assert_eq!(pos, f.len(), "nothing after the EndMark");
         assert_eq!(blocks, s.blocks);

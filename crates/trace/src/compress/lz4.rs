@@ -9,6 +9,11 @@
 //! the format's "uncompressed block" flag; this keeps incompressible traffic
 //! at raw-write cost and size, which is paper 000's future work.
 //!
+//! Each block is followed by its xxh32 (FLG.B.Checksum), so a flipped bit
+//! in the file is found by any reader (tshark, `lz4 -t`, kansoku) instead of
+//! decoding into different packet bytes: without it, 28 of 100 single-byte
+//! flips of a trace read back "fine".
+//!
 //! Stock tools (tshark/Wireshark 4.0, `lz4 -d`) read the result because it is
 //! a single standard frame; a file cut short by a crash is a frame without its
 //! EndMark, which decoders read up to the last complete block.
@@ -27,18 +32,23 @@ pub const RAW_FLAG: u32 = 0x8000_0000;
 const FLG_BASE: u8 = 0b0110_0000;
 /// FLG bit 2: a content checksum follows the EndMark.
 const FLG_CONTENT_CHECKSUM: u8 = 0b0000_0100;
+/// FLG bit 4: each data block is followed by its xxh32.
+pub const FLG_BLOCK_CHECKSUM: u8 = 0b0001_0000;
+/// Offset of FLG in the frame.
+pub const FLG_OFFSET: u64 = 4;
 /// BD: block maximum size code 4 (64 KB) in bits 6-4.
 const BD_64K: u8 = 4 << 4;
 
 /// Builds the 7-byte frame header: magic, FLG, BD and the header checksum
 /// HC = (xxh32(FLG..BD, seed 0) >> 8) & 0xFF (§ Frame Descriptor).
-pub fn frame_header(content_checksum: bool) -> [u8; 7] {
-    let flg = FLG_BASE
-        | if content_checksum {
-            FLG_CONTENT_CHECKSUM
-        } else {
-            0
-        };
+pub fn frame_header(content_checksum: bool, block_checksums: bool) -> [u8; 7] {
+    let mut flg = FLG_BASE;
+    if content_checksum {
+        flg |= FLG_CONTENT_CHECKSUM;
+    }
+    if block_checksums {
+        flg |= FLG_BLOCK_CHECKSUM;
+    }
     let descriptor = [flg, BD_64K];
     let hc = ((xxhash_rust::xxh32::xxh32(&descriptor, 0) >> 8) & 0xFF) as u8;
     let m = MAGIC.to_le_bytes();
@@ -51,6 +61,8 @@ pub struct Lz4FrameEncoder {
     scratch: Vec<u8>,
     /// xxh32 of all content, when the frame carries a content checksum.
     checksum: Option<xxhash_rust::xxh32::Xxh32>,
+    /// Whether each block is followed by its xxh32.
+    block_checksums: bool,
 }
 
 impl Lz4FrameEncoder {
@@ -63,16 +75,21 @@ impl Lz4FrameEncoder {
     /// 3939 against 2913), so it would halve the writer's headroom; and a
     /// file cut short by a crash has no checksum anyway. Block integrity is
     /// left to the decoder's bounds checks and the reader's record checks.
-    pub fn new(content_checksum: bool) -> Lz4FrameEncoder {
+    ///
+    /// `block_checksums` follows each block with the xxh32 of its stored
+    /// bytes, which the writer turns on: it hashes the compressed bytes, a
+    /// fraction of the content on compressible traffic.
+    pub fn new(content_checksum: bool, block_checksums: bool) -> Lz4FrameEncoder {
         Lz4FrameEncoder {
             scratch: vec![0; lz4_flex::block::get_maximum_output_size(MAX_BLOCK)],
             checksum: content_checksum.then(|| xxhash_rust::xxh32::Xxh32::new(0)),
+            block_checksums,
         }
     }
 
     /// Appends the frame header.
     pub fn begin(&mut self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&frame_header(self.checksum.is_some()));
+        out.extend_from_slice(&frame_header(self.checksum.is_some(), self.block_checksums));
     }
 
     /// Appends `chunk` as one or more blocks of at most [`MAX_BLOCK`] bytes.
@@ -87,14 +104,18 @@ impl Lz4FrameEncoder {
             // holds get_maximum_output_size(MAX_BLOCK), so the Err arm (kept
             // for safety) stores the block raw like an incompressible one.
             let n = lz4_flex::block::compress_into(block, &mut self.scratch).unwrap_or(usize::MAX);
-            if n < block.len() {
+            let stored = if n < block.len() {
                 // n < block.len() <= 64 KiB, so it fits in 31 bits.
                 out.extend_from_slice(&(n as u32).to_le_bytes());
-                out.extend_from_slice(&self.scratch[..n]);
+                &self.scratch[..n]
             } else {
                 report.raw_blocks += 1;
                 out.extend_from_slice(&(block.len() as u32 | RAW_FLAG).to_le_bytes());
-                out.extend_from_slice(block);
+                block
+            };
+            out.extend_from_slice(stored);
+            if self.block_checksums {
+                out.extend_from_slice(&xxhash_rust::xxh32::xxh32(stored, 0).to_le_bytes());
             }
         }
         report
@@ -112,10 +133,11 @@ impl Lz4FrameEncoder {
 /// Decodes a run of data blocks (no frame header) from `src`, appending the
 /// content to `out`; stops at an EndMark or at the end of `src`.
 ///
-/// Blocks must be independent, at most [`MAX_BLOCK`] bytes decoded, without
-/// block checksums: the layout [`Lz4FrameEncoder`] writes. `offset` is the
-/// file offset of `src`, for error messages.
-pub fn decode_blocks(src: &[u8], offset: u64, out: &mut Vec<u8>) -> Result<()> {
+/// Blocks must be independent and at most [`MAX_BLOCK`] bytes decoded, each
+/// followed by its xxh32 when `checksums` (the frame's FLG.B.Checksum),
+/// which is verified: the layout [`Lz4FrameEncoder`] writes. `offset` is
+/// the file offset of `src`, for error messages.
+pub fn decode_blocks(src: &[u8], offset: u64, checksums: bool, out: &mut Vec<u8>) -> Result<()> {
     let mut pos = 0usize;
     while pos < src.len() {
         let at = offset + pos as u64;
@@ -144,6 +166,20 @@ pub fn decode_blocks(src: &[u8], offset: u64, out: &mut Vec<u8>) -> Result<()> {
             ));
         };
         pos += len;
+        if checksums {
+            let Some(c) = src.get(pos..pos + 4) else {
+                return Err(lz4_error(at, "block checksum cut short"));
+            };
+            let want = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            let got = xxhash_rust::xxh32::xxh32(body, 0);
+            if got != want {
+                return Err(lz4_error(
+                    at,
+                    format!("block checksum {want:08x}, computed {got:08x}: the block is corrupt"),
+                ));
+            }
+            pos += 4;
+        }
         if size & RAW_FLAG != 0 {
             out.extend_from_slice(body);
         } else {
@@ -194,9 +230,11 @@ mod tests {
         // `lz4 -BI -B4 --no-frame-crc` (lz4 1.9.4) writes 04 22 4d 18 60 40 82
         // for independent 64 KB blocks without content checksum.
         assert_eq!(
-            frame_header(false),
+            frame_header(false, false),
             [0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82]
         );
+        // With block checksums (`lz4 -BI -B4 -BX --no-frame-crc`): FLG 0x70.
+        assert_eq!(frame_header(false, true)[4], 0x70);
     }
 
     #[test]
@@ -210,7 +248,7 @@ mod tests {
                 x as u8
             })
             .collect();
-        let mut enc = Lz4FrameEncoder::new(false);
+        let mut enc = Lz4FrameEncoder::new(false, false);
         let mut out = Vec::new();
         let r = enc.encode_chunk(&data, &mut out);
         assert_eq!(
@@ -234,17 +272,39 @@ mod tests {
         );
         enc.finish(&mut out);
         let mut back = Vec::new();
-        decode_blocks(&out, 0, &mut back).unwrap();
+        decode_blocks(&out, 0, false, &mut back).unwrap();
         assert_eq!(&back[..5000], &data[..]);
         assert_eq!(&back[5000..], &[7u8; 70_000][..]);
+        // With block checksums, every flipped byte is caught.
+        let mut enc = Lz4FrameEncoder::new(false, true);
+        let mut out = Vec::new();
+        enc.encode_chunk(&data[..3000], &mut out);
+        enc.encode_chunk(&[7u8; 3000], &mut out);
+        let mut back = Vec::new();
+        decode_blocks(&out, 0, true, &mut back).unwrap();
+        assert_eq!(back, [&data[..3000], &[7u8; 3000][..]].concat());
+        let whole = back;
+        for i in 0..out.len() {
+            let mut bad = out.clone();
+            bad[i] ^= 0x01;
+            let mut back = Vec::new();
+            // An error, or a run that ends early (a size turned EndMark);
+            // never the whole length with other bytes.
+            if decode_blocks(&bad, 0, true, &mut back).is_ok() {
+                assert!(back.len() != whole.len() || back == whole, "byte {i}");
+            }
+        }
     }
 
     #[test]
     fn corrupt_blocks_are_errors_not_panics() {
         let mut back = Vec::new();
-        assert!(decode_blocks(&[1, 2], 0, &mut back).is_err());
-        assert!(decode_blocks(&[0xff, 0xff, 0x01, 0x00], 0, &mut back).is_err());
-        assert!(decode_blocks(&[10, 0, 0, 0, 0xf0, 1, 2], 0, &mut back).is_err());
-        assert!(decode_blocks(&[3, 0, 0, 0, 0xf0, 1, 2], 0, &mut back).is_err());
+        for sums in [false, true] {
+            assert!(decode_blocks(&[1, 2], 0, sums, &mut back).is_err());
+            assert!(decode_blocks(&[0xff, 0xff, 0x01, 0x00], 0, sums, &mut back).is_err());
+            assert!(decode_blocks(&[10, 0, 0, 0, 0xf0, 1, 2], 0, sums, &mut back).is_err());
+            assert!(decode_blocks(&[3, 0, 0, 0, 0xf0, 1, 2], 0, sums, &mut back).is_err());
+        }
+        assert!(decode_blocks(&[2, 0, 0, 0, 0x10, 0x41, 1, 2, 3], 0, true, &mut back).is_err());
     }
 }

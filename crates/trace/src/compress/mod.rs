@@ -89,14 +89,18 @@ pub enum ChunkEncoder {
 }
 
 impl ChunkEncoder {
-    /// An encoder for `codec` at `level` (the codec's default when `None`).
-    pub fn new(codec: Codec, level: Option<i32>) -> Result<ChunkEncoder> {
+    /// An encoder for `codec` at `level` (the codec's default when `None`);
+    /// `checksums`: the codec's own checksums in the stream (LZ4 blocks
+    /// followed by their xxh32, zstd's content checksum).
+    pub fn new(codec: Codec, level: Option<i32>, checksums: bool) -> Result<ChunkEncoder> {
         check_level(codec, level)?;
         let level = level.or(default_level(codec));
         Ok(match codec {
             Codec::None => ChunkEncoder::None,
-            Codec::Lz4 => ChunkEncoder::Lz4(lz4::Lz4FrameEncoder::new(false)),
-            Codec::Zstd => ChunkEncoder::Zstd(zstd::ZstdChunkEncoder::new(level.unwrap_or(1))?),
+            Codec::Lz4 => ChunkEncoder::Lz4(lz4::Lz4FrameEncoder::new(false, checksums)),
+            Codec::Zstd => {
+                ChunkEncoder::Zstd(zstd::ZstdChunkEncoder::new(level.unwrap_or(1), checksums)?)
+            }
             Codec::Gzip => ChunkEncoder::Gzip(gzip::GzipChunkEncoder::new(level.unwrap_or(1))),
         })
     }

@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn results_come_back_in_submission_order() {
         let encs = (0..3)
-            .map(|_| ChunkEncoder::new(Codec::Gzip, Some(1)).unwrap())
+            .map(|_| ChunkEncoder::new(Codec::Gzip, Some(1), false).unwrap())
             .collect();
         let mut pool = EncoderPool::<usize>::new(encs, 64).unwrap();
         // Chunks of very different sizes finish out of order.
