@@ -4,32 +4,21 @@
 //! index, so the stream's own checks do it: gzip's CRC-32 per member,
 //! zstd's content checksum, LZ4's block checksums (all with `--checksums`).
 
-#[allow(dead_code)]
 mod common;
 
-use common::{write_file, Pkt};
+use common::{read_to_end, write_file, Pkt};
 use trace::write::{OutputFormat, WriterConfig};
-use trace::{Codec, LinkType, Record, TraceReader};
+use trace::{Codec, LinkType, TraceReader};
 
 /// The packets of `bytes` read in full, and whether the read was clean (no
 /// error, no truncation): what `kansoku read` would exit 0 on.
 fn read(bytes: Vec<u8>) -> (Vec<Pkt>, bool) {
-    let Ok(mut r) = TraceReader::from_read(Box::new(std::io::Cursor::new(bytes))) else {
-        return (Vec::new(), false);
-    };
-    let mut out = Vec::new();
-    loop {
-        match r.next_record() {
-            Ok(Some(Record::Packet(p))) => out.push(Pkt {
-                link: p.link_type,
-                ts: p.ts_nanos(),
-                orig_len: p.orig_len,
-                data: p.data.to_vec(),
-            }),
-            Ok(Some(_)) => {}
-            Ok(None) => return (out, r.truncation().is_none()),
-            Err(_) => return (out, false),
+    match TraceReader::from_read(Box::new(std::io::Cursor::new(bytes))) {
+        Ok(r) => {
+            let (pkts, end) = read_to_end(r);
+            (pkts, end.is_none())
         }
+        Err(_) => (Vec::new(), false),
     }
 }
 

@@ -3,39 +3,18 @@
 //! (a crash while appending), with a chunk offset or length changed, for
 //! another file, or missing; and after the trace itself was cut short.
 
-#[allow(dead_code)]
 mod common;
 
 use std::path::Path;
 
-use common::{write_file, Pkt};
+use common::{read_to_end, write_file, Pkt};
 use proptest::prelude::*;
 use trace::index::{index_path, ENTRY_LEN, HEADER_LEN};
 use trace::window::open_window;
 use trace::write::{OutputFormat, WriterConfig};
-use trace::{Codec, LinkType, Record, TraceReader};
+use trace::{Codec, LinkType, TraceReader};
 
 const T0: u64 = 1_700_000_000_000_000_000;
-
-/// The packets `r` gives up to its end or its first error, and whether it
-/// ended in an error (after a cut, both reads must stop at the same packet
-/// and say the same).
-fn packets_of(mut r: TraceReader) -> (Vec<Pkt>, Option<String>) {
-    let mut out = Vec::new();
-    loop {
-        match r.next_record() {
-            Ok(Some(Record::Packet(p))) => out.push(Pkt {
-                link: p.link_type,
-                ts: p.ts_nanos(),
-                orig_len: p.orig_len,
-                data: p.data.to_vec(),
-            }),
-            Ok(Some(_)) => {}
-            Ok(None) => return (out, r.truncation().map(|t| t.to_string())),
-            Err(e) => return (out, Some(e.to_string())),
-        }
-    }
-}
 
 fn in_window(p: &[Pkt], since: Option<u64>, until: Option<u64>) -> Vec<Pkt> {
     p.iter()
@@ -46,9 +25,9 @@ fn in_window(p: &[Pkt], since: Option<u64>, until: Option<u64>) -> Vec<Pkt> {
 
 /// Checks the windowed read of `path` against its full read.
 fn same_as_full(path: &Path, since: Option<u64>, until: Option<u64>, what: &str) {
-    let (full, full_end) = packets_of(TraceReader::open(path).unwrap());
+    let (full, full_end) = read_to_end(TraceReader::open(path).unwrap());
     let (r, ws) = open_window(path, since, until).unwrap();
-    let (win, win_end) = packets_of(r);
+    let (win, win_end) = read_to_end(r);
     let want = in_window(&full, since, until);
     let got = in_window(&win, since, until);
     assert!(

@@ -1,5 +1,7 @@
 //! What the writer tests share: a packet as written and as read back,
 //! writing and reading a whole file of them, and reading one with tshark.
+//! Each test binary uses a part of it.
+#![allow(dead_code)]
 
 use std::path::Path;
 use std::process::Command;
@@ -39,6 +41,26 @@ pub fn read_packets(mut r: TraceReader) -> Vec<Pkt> {
         }
     }
     out
+}
+
+/// The packets `r` gives up to its end or its first error, and how it
+/// ended: `None` for a clean end, else the truncation or the error (what
+/// `kansoku read` exits non-zero on).
+pub fn read_to_end(mut r: TraceReader) -> (Vec<Pkt>, Option<String>) {
+    let mut out = Vec::new();
+    loop {
+        match r.next_record() {
+            Ok(Some(Record::Packet(p))) => out.push(Pkt {
+                link: p.link_type,
+                ts: p.ts_nanos(),
+                orig_len: p.orig_len,
+                data: p.data.to_vec(),
+            }),
+            Ok(Some(_)) => {}
+            Ok(None) => return (out, r.truncation().map(|t| t.to_string())),
+            Err(e) => return (out, Some(e.to_string())),
+        }
+    }
 }
 
 /// Whether tshark runs here; where it does not, the tests that need it say
