@@ -45,7 +45,7 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
     }
     let name = pipeline::display_path(&args.read);
     match source.window_stats() {
-        Some(w) if w.indexed => eprintln!(
+        Some(w) if w.indexed && source.windowed() => eprintln!(
             "kansoku: {name}: index: decompressed {} of {} blocks for the time window{}",
             w.chunks_decoded,
             w.chunks_total,
@@ -55,15 +55,11 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
                 String::new()
             }
         ),
-        Some(w) => match &w.index_problem {
-            Some(why) => eprintln!(
-                "kansoku: warning: {name}: index ignored ({why}); read the whole trace for the time window"
-            ),
-            None => eprintln!(
-                "kansoku: {name}: no seek index; read the whole trace for the time window"
-            ),
-        },
-        None => {}
+        // An index that did not fit is a warning in the report.
+        Some(w) if source.windowed() && w.index_problem.is_none() => {
+            eprintln!("kansoku: {name}: no seek index; read the whole trace for the time window")
+        }
+        _ => {}
     }
     Ok(report)
 }

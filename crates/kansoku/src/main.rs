@@ -34,6 +34,7 @@ use crate::args::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     signals::install();
+    pipeline::source::trace::set_verify(!cli.no_verify);
     let result: pipeline::Result<Report> = match cli.command {
         Command::Read(args) => cmd_read::run(&args),
         Command::Stats(args) => cmd_stats::run(&args),

@@ -34,8 +34,12 @@ pub struct Report {
     pub live: bool,
     /// Packets lost before kansoku could keep them.
     pub drops: Drops,
-    /// Problems the job found (mismatches, lint findings), each a message.
+    /// Problems the job found (mismatches, lint findings, corrupt data
+    /// skipped), each a message.
     pub problems: Vec<String>,
+    /// Things worth saying that change nothing in the answer (an index that
+    /// did not fit the file and was read around), each a message.
+    pub warnings: Vec<String>,
     /// The input turned out to be bad part way through (corrupt data).
     pub read_error: Option<Error>,
     /// Writing an output failed; what was written before is readable.
@@ -114,6 +118,7 @@ impl Report {
             self.interrupted = o.interrupted;
         }
         self.problems.extend(o.problems);
+        self.warnings.extend(o.warnings);
         for e in [o.read_error, o.output_error].into_iter().flatten() {
             self.failed(e);
         }
@@ -150,7 +155,7 @@ impl Report {
 
     /// The closing messages, each to be printed after `kansoku: `.
     pub fn messages(&self) -> Vec<String> {
-        let mut m = Vec::new();
+        let mut m = self.warnings.clone();
         if let Some(t) = &self.truncation {
             m.push(t.to_string());
         }
@@ -182,6 +187,7 @@ mod tests {
     fn cut() -> Truncated {
         let t = trace::Truncation {
             offset: 24,
+            file_offset: None,
             needed: 16,
             available: 3,
             what: "pcap record header",

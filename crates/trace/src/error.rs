@@ -61,22 +61,68 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// the last complete record and reports this instead of an error.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Truncation {
-    /// Offset (in the decompressed stream) where the incomplete record starts.
+    /// Offset (in the decompressed stream) where the incomplete record
+    /// starts, or where the stream stopped at a record boundary.
     pub offset: u64,
-    /// Bytes that record needed.
+    /// Where the compressed file ends or was cut (its bytes read), for a
+    /// compressed file; `None` for a plain one, whose offsets are the same.
+    pub file_offset: Option<u64>,
+    /// Bytes that record needed (0: the stream stopped between records).
     pub needed: u64,
     /// Bytes that were there.
     pub available: u64,
-    /// What was being read (`pcap record header`, `pcapng block`, `lz4 block`).
+    /// What was being read (`pcap record header`, `pcapng block`), or
+    /// what was cut (`lz4 frame`, or `file that was not closed`).
     pub what: &'static str,
 }
 
 impl fmt::Display for Truncation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = match self.file_offset {
+            Some(c) => format!("file offset {c} (decompressed offset {})", self.offset),
+            None => format!("offset {}", self.offset),
+        };
+        if self.needed == 0 {
+            write!(
+                f,
+                "{at}: file cut short: a {} ends early, between two records; read up to the last complete packet",
+                self.what
+            )
+        } else {
+            write!(
+                f,
+                "{at}: file cut short in a {} ({} bytes needed, {} there); read up to the last complete packet",
+                self.what, self.needed, self.available
+            )
+        }
+    }
+}
+
+/// A chunk of a compressed trace that did not decode, or decoded to bytes
+/// other than the ones its index entry's checksum was taken of. The read
+/// skips it and goes on with the next chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Corruption {
+    /// The chunk's number in the index.
+    pub chunk: u64,
+    /// Where the chunk starts in the file, and its length there.
+    pub file_offset: u64,
+    pub file_len: u64,
+    /// Where the chunk starts in the decompressed stream.
+    pub decomp_offset: u64,
+    /// Packets the index says were lost with it (with everything after it,
+    /// when the stream cannot be decoded past it).
+    pub packets: u64,
+    /// What was wrong.
+    pub what: String,
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "offset {}: file cut short in a {} ({} bytes needed, {} there); read up to the last complete packet",
-            self.offset, self.what, self.needed, self.available
+            "corrupt data at file offset {} (chunk {}, {} bytes, decompressed offset {}): {}; {} packets skipped",
+            self.file_offset, self.chunk, self.file_len, self.decomp_offset, self.what, self.packets
         )
     }
 }

@@ -12,13 +12,13 @@
 //! | offset | size | field                                               |
 //! |-------:|-----:|-----------------------------------------------------|
 //! | 0      | 4    | magic `KIDX`                                        |
-//! | 4      | 2    | version (1)                                         |
+//! | 4      | 2    | version (2)                                         |
 //! | 6      | 1    | codec: 0 none, 1 gzip, 2 zstd, 3 lz4                |
 //! | 7      | 1    | format: 0 pcap, 1 pcapng                            |
 //! | 8      | 4    | entry size in bytes (64)                            |
 //! | 12     | 4    | reserved, 0                                         |
 //!
-//! Then one 56-byte entry per chunk:
+//! Then one 64-byte entry per chunk:
 //!
 //! | offset | size | field                                               |
 //! |-------:|-----:|-----------------------------------------------------|
@@ -79,7 +79,7 @@ pub const FLAG_METADATA: u32 = 2;
 /// The checksum an index keeps of a chunk's bytes and of each entry: the
 /// low 32 bits of XXH3-64.
 pub fn chunk_checksum(bytes: &[u8]) -> u32 {
-    xxhash_rust::xxh3::xxh3_64(bytes) as u32
+    twox_hash::XxHash3_64::oneshot(bytes) as u32
 }
 
 /// Entry flag: the stream's end; the file was closed cleanly.
@@ -196,6 +196,8 @@ pub struct Index {
     pub entries: Vec<IndexEntry>,
     /// Whether a torn last entry (an interrupted append) was ignored.
     pub torn: bool,
+    /// The layout's version (1 has no checksums and no end entry).
+    pub version: u16,
 }
 
 fn codec_code(c: Codec) -> u8 {
@@ -288,6 +290,7 @@ pub fn parse_index(bytes: &[u8], name: &str) -> Result<Index> {
         pcapng: h[7] != 0,
         entries,
         torn,
+        version,
     })
 }
 

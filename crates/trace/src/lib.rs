@@ -34,7 +34,7 @@ pub mod time;
 pub mod window;
 pub mod write;
 
-pub use error::{Error, Result, Truncation};
+pub use error::{Corruption, Error, Result, Truncation};
 pub use format::{Codec, FileFormat};
 pub use read::TraceReader;
 pub use record::{

@@ -36,10 +36,13 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::compress::lz4::{self, FLG_BLOCK_CHECKSUM, FLG_OFFSET, MAX_BLOCK, RAW_FLAG};
-use crate::error::{Error, Result};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::error::{Corruption, Error, Result};
 use crate::format::Codec;
 use crate::index::{index_path, read_index, Index, IndexEntry};
-use crate::read::TraceReader;
+use crate::read::{Checks, TraceReader};
 
 /// The entries of an index that the file bears out.
 struct Checked {
@@ -47,8 +50,8 @@ struct Checked {
     entries: Vec<IndexEntry>,
     /// Where the last of them (or the end entry) ends in the file.
     end: u64,
-    /// Where the last of them ends in the decompressed stream.
-    decomp_end: u64,
+    /// The index ends with an end entry: the file was closed.
+    closed: bool,
 }
 
 /// What a windowed read touched.
@@ -84,6 +87,7 @@ fn check_index(
 ) -> std::result::Result<Checked, String> {
     let mut entries = Vec::with_capacity(index.entries.len());
     let (mut comp_end, mut decomp_end) = (None::<u64>, 0u64);
+    let mut closed = false;
     for (i, e) in index.entries.iter().enumerate() {
         let Some(end) = e.comp_offset.checked_add(e.comp_len) else {
             return Err(format!(
@@ -146,7 +150,21 @@ fn check_index(
                     file_len - end
                 ));
             }
+            if index.codec == Codec::Lz4 {
+                // LZ4's end mark.
+                let mut m = [0xffu8; 4];
+                if e.comp_len < 4
+                    || file.read_exact_at(&mut m, e.comp_offset).is_err()
+                    || m != [0; 4]
+                {
+                    return Err(format!(
+                        "the end entry at file offset {} finds no lz4 end mark",
+                        e.comp_offset
+                    ));
+                }
+            }
             comp_end = Some(end);
+            closed = true;
             break;
         }
         if e.decomp_offset != decomp_end {
@@ -182,7 +200,7 @@ fn check_index(
     Ok(Checked {
         entries,
         end: comp_end.unwrap_or(0),
-        decomp_end,
+        closed,
     })
 }
 
@@ -253,7 +271,8 @@ fn check_chunk_start(
 }
 
 /// Opens `path` for reading the packets between `since_ns` and `until_ns`
-/// (both inclusive, nanoseconds since the epoch; `None` is unbounded).
+/// (both inclusive, nanoseconds since the epoch; `None` is unbounded),
+/// checking each chunk read against its checksum in the index.
 ///
 /// The reader may yield packets outside the window from the same chunks;
 /// filter by timestamp.
@@ -261,6 +280,26 @@ pub fn open_window(
     path: &Path,
     since_ns: Option<u64>,
     until_ns: Option<u64>,
+) -> Result<(TraceReader, WindowStats)> {
+    open_window_with(path, since_ns, until_ns, true)
+}
+
+/// A full read of `path` through its index, when it has one that fits:
+/// every chunk checked against its checksum, a corrupt chunk skipped (and
+/// reported by [`TraceReader::corruptions`]) with the packets of the
+/// others still read, and a file whose index has no end entry reported as
+/// cut. Without an index, or with one that does not fit (the reason in
+/// [`WindowStats::index_problem`]), the file is read as a stream.
+pub fn open_checked(path: &Path) -> Result<(TraceReader, WindowStats)> {
+    open_window_with(path, None, None, true)
+}
+
+/// [`open_window`], with the chunks' checksums compared (`verify`) or not.
+pub fn open_window_with(
+    path: &Path,
+    since_ns: Option<u64>,
+    until_ns: Option<u64>,
+    verify: bool,
 ) -> Result<(TraceReader, WindowStats)> {
     let full = |problem: Option<String>| -> Result<(TraceReader, WindowStats)> {
         let stats = WindowStats {
@@ -279,10 +318,13 @@ pub fn open_window(
     };
     let mut file =
         File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    let file_len = file
+    let meta = file
         .metadata()
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
-        .len();
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    if !meta.is_file() {
+        return full(Some(format!("{} is not a regular file", path.display())));
+    }
+    let file_len = meta.len();
     let mut head = [0u8; 4];
     let head_len = read_up_to(&mut file, &mut head)
         .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
@@ -303,21 +345,23 @@ pub fn open_window(
     let Checked {
         entries,
         end: indexed_end,
-        decomp_end,
+        closed,
     } = match check_index(&index, &file, file_len, lz4_sums) {
         Ok(c) => c,
         Err(why) => return full(Some(format!("{}: {why}", ipath.display()))),
-    };
-    let overlaps = |e: &IndexEntry| {
-        !e.is_metadata()
-            && e.packets > 0
-            && !matches!(since_ns, Some(s) if e.last_ts < s)
-            && !matches!(until_ns, Some(u) if e.first_ts > u)
     };
     if entries.is_empty() {
         // Nothing indexed is in the file: a full read is the same thing.
         return full(None);
     }
+    let everything = since_ns.is_none() && until_ns.is_none();
+    let overlaps = |e: &IndexEntry| {
+        everything
+            || (!e.is_metadata()
+                && e.packets > 0
+                && !matches!(since_ns, Some(s) if e.last_ts < s)
+                && !matches!(until_ns, Some(u) if e.first_ts > u))
+    };
     // Past the last whole entry the file is read to its end: chunks the
     // index has not caught up with, and the stream's end.
     let tail = file_len - indexed_end;
@@ -326,62 +370,85 @@ pub fn open_window(
     } else {
         entries.iter().rposition(overlaps)
     };
-    let selected: VecDeque<(usize, IndexEntry)> = entries
+    let selected: Vec<bool> = entries
         .iter()
         .enumerate()
-        .filter(|(i, e)| {
+        .map(|(i, e)| {
             if e.is_metadata() {
-                !matches!(last_needed, Some(l) if *i >= l)
+                everything || !matches!(last_needed, Some(l) if i >= l)
             } else {
                 overlaps(e)
             }
         })
-        .map(|(i, e)| (i, *e))
         .collect();
+    let n_selected = selected.iter().filter(|s| **s).count() as u64;
     let mut stats = WindowStats {
         indexed: true,
         chunks_total: entries.len() as u64,
-        chunks_decoded: selected.len() as u64,
-        chunks_selected: selected.len() as u64,
+        chunks_decoded: n_selected,
+        chunks_selected: n_selected,
         tail_bytes: tail,
         index_problem: None,
     };
+    let checks = Arc::new(Checks::default());
+    // The index reaches the file's end, the read goes there, and the
+    // writer did not close the file: its end is a cut, even where the
+    // stream cannot tell (gzip between members, a plain file). With a tail
+    // the decoder judges the end; an LZ4 or zstd stream knows its own.
+    if tail == 0 && selected.last() == Some(&true) && !closed && index.version >= 2 {
+        checks.unclosed.store(true, Ordering::Relaxed);
+    }
+    let chunks: VecDeque<Chunk> = entries
+        .iter()
+        .zip(&selected)
+        .enumerate()
+        .map(|(n, (e, s))| Chunk {
+            n,
+            entry: *e,
+            selected: *s,
+        })
+        .collect();
     let reader: Box<dyn Read + Send> = if index.codec == Codec::Zstd {
+        // Every chunk up to the last one needed is decoded.
         let last = if tail > 0 {
-            entries.len() - 1
+            Some(entries.len() - 1)
         } else {
-            selected.back().map_or(0, |(i, _)| *i)
+            selected.iter().rposition(|s| *s)
         };
-        stats.chunks_decoded = if selected.is_empty() && tail == 0 {
-            0
-        } else {
-            last as u64 + 1
-        };
+        let chunks: VecDeque<Chunk> = chunks.into_iter().take(last.map_or(0, |l| l + 1)).collect();
+        stats.chunks_decoded = chunks.len() as u64;
         let end = if tail > 0 {
             file_len
         } else {
-            selected
+            chunks
                 .back()
-                .map_or(0, |(_, e)| e.comp_offset + e.comp_len)
+                .map_or(0, |c| c.entry.comp_offset + c.entry.comp_len)
         };
-        let mut ranges: VecDeque<(u64, u64)> = selected
-            .iter()
-            .map(|(_, e)| (e.decomp_offset, e.decomp_offset + e.decomp_len))
-            .collect();
-        if tail > 0 {
-            ranges.push_back((decomp_end, u64::MAX));
-        }
         file.seek(SeekFrom::Start(0))
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        Box::new(ZstdWindow::new(file.take(end), ranges, path)?)
+        Box::new(ZstdWindow::new(
+            file.take(end),
+            chunks,
+            tail > 0,
+            Checker {
+                checks: Arc::clone(&checks),
+                verify,
+            },
+            path,
+        )?)
     } else {
         let chunks = ChunkReader {
             file,
             codec: index.codec,
             lz4_sums,
-            chunks: selected,
+            chunks: chunks.into_iter().filter(|c| c.selected).collect(),
+            comp: Vec::new(),
             buf: Vec::new(),
             pos: 0,
+            check: Checker {
+                checks: Arc::clone(&checks),
+                verify,
+            },
             path: path.to_path_buf(),
         };
         if tail > 0 {
@@ -391,7 +458,11 @@ pub fn open_window(
                 .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
             rest.seek(SeekFrom::Start(indexed_end))
                 .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-            let rest = BufReader::new(rest);
+            let rest = BufReader::new(Tally {
+                inner: rest,
+                at: indexed_end,
+                checks: Arc::clone(&checks),
+            });
             let tail: Box<dyn Read + Send> = match index.codec {
                 Codec::None => Box::new(rest),
                 Codec::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(rest)),
@@ -413,7 +484,8 @@ pub fn open_window(
             Box::new(chunks)
         }
     };
-    Ok((TraceReader::from_decoded(reader, index.codec)?, stats))
+    let reader = TraceReader::from_decoded(reader, index.codec)?.with_checks(checks);
+    Ok((reader, stats))
 }
 
 /// Reads into `buf` until it is full or the file ends.
@@ -430,83 +502,165 @@ fn read_up_to(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Decodes selected chunks one at a time (lz4, gzip, none).
+/// An indexed chunk, and whether its bytes go to the reader.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    n: usize,
+    entry: IndexEntry,
+    selected: bool,
+}
+
+/// Checks decoded chunks against their checksums and keeps the record of
+/// what was skipped.
+struct Checker {
+    checks: Arc<Checks>,
+    verify: bool,
+}
+
+impl Checker {
+    /// Whether `c` decoded to `bytes` is what was written; if not, it is
+    /// recorded as corrupt.
+    fn accept(&self, c: &Chunk, bytes: &[u8]) -> bool {
+        let e = &c.entry;
+        let what = if bytes.len() as u64 != e.decomp_len {
+            format!(
+                "decoded to {} bytes, the index says {}",
+                bytes.len(),
+                e.decomp_len
+            )
+        } else {
+            match e.crc {
+                Some(want) if self.verify => {
+                    let got = crate::index::chunk_checksum(bytes);
+                    if got == want {
+                        return true;
+                    }
+                    format!("its bytes decoded have checksum {got:08x}, the index says {want:08x}")
+                }
+                _ => return true,
+            }
+        };
+        self.corrupt(c, what, u64::from(e.packets));
+        false
+    }
+
+    fn corrupt(&self, c: &Chunk, what: String, packets: u64) {
+        let e = &c.entry;
+        if let Ok(mut v) = self.checks.corrupt.lock() {
+            v.push(Corruption {
+                chunk: c.n as u64,
+                file_offset: e.comp_offset,
+                file_len: e.comp_len,
+                decomp_offset: e.decomp_offset,
+                packets,
+                what,
+            });
+        }
+    }
+
+    fn reached(&self, file_offset: u64) {
+        self.checks
+            .file_offset
+            .store(file_offset, Ordering::Relaxed);
+    }
+}
+
+/// Counts the tail's bytes into the reader's file offset.
+struct Tally {
+    inner: File,
+    at: u64,
+    checks: Arc<Checks>,
+}
+
+impl Read for Tally {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.at += n as u64;
+        self.checks.file_offset.store(self.at, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Decodes selected chunks one at a time (lz4, gzip, none); a chunk that
+/// does not decode, or not to its checksum, is skipped: the chunks are
+/// independent, so the next one decodes on its own.
 struct ChunkReader {
     file: File,
     codec: Codec,
     /// LZ4 blocks are followed by their checksums.
     lz4_sums: bool,
-    chunks: VecDeque<(usize, IndexEntry)>,
+    chunks: VecDeque<Chunk>,
+    /// The chunk's bytes in the file, then decoded.
+    comp: Vec<u8>,
     buf: Vec<u8>,
     pos: usize,
+    check: Checker,
     path: PathBuf,
 }
 
 impl ChunkReader {
-    fn next_chunk(&mut self) -> Result<bool> {
-        let Some((n, e)) = self.chunks.pop_front() else {
-            return Ok(false);
-        };
-        let ctx = || format!("reading chunk {n} of {}", self.path.display());
-        self.file
-            .seek(SeekFrom::Start(e.comp_offset))
-            .map_err(|err| Error::io(ctx(), err))?;
-        // comp_len was checked against the file's length.
-        let mut comp = Vec::new();
-        (&mut self.file)
-            .take(e.comp_len)
-            .read_to_end(&mut comp)
-            .map_err(|err| Error::io(ctx(), err))?;
-        self.buf.clear();
-        self.pos = 0;
-        match self.codec {
-            Codec::None => self.buf = comp,
-            Codec::Lz4 => lz4::decode_blocks(&comp, e.comp_offset, self.lz4_sums, &mut self.buf)?,
-            Codec::Gzip => {
-                flate2::read::GzDecoder::new(&comp[..])
-                    .take(e.decomp_len.saturating_add(1))
-                    .read_to_end(&mut self.buf)
-                    .map_err(|err| Error::Compression {
-                        codec: "gzip",
-                        what: format!("chunk {n} at file offset {}: {err}", e.comp_offset),
-                    })?;
+    /// Decodes the next good chunk into `buf`; false at the end.
+    fn next_chunk(&mut self) -> io::Result<bool> {
+        loop {
+            let Some(c) = self.chunks.pop_front() else {
+                return Ok(false);
+            };
+            let e = c.entry;
+            // comp_len was checked against the file's length.
+            self.comp.resize(e.comp_len as usize, 0);
+            self.file
+                .read_exact_at(&mut self.comp, e.comp_offset)
+                .map_err(|err| {
+                    io::Error::new(
+                        err.kind(),
+                        format!(
+                            "reading chunk {} at file offset {} of {}: {err}",
+                            c.n,
+                            e.comp_offset,
+                            self.path.display()
+                        ),
+                    )
+                })?;
+            self.check.reached(e.comp_offset + e.comp_len);
+            self.pos = 0;
+            let decoded = match self.codec {
+                Codec::None => {
+                    std::mem::swap(&mut self.comp, &mut self.buf);
+                    Ok(())
+                }
+                Codec::Lz4 => {
+                    self.buf.clear();
+                    lz4::decode_blocks(&self.comp, e.comp_offset, self.lz4_sums, &mut self.buf)
+                        .map_err(|err| match err {
+                            Error::Compression { what, .. } => what,
+                            other => other.to_string(),
+                        })
+                }
+                Codec::Gzip => {
+                    self.buf.clear();
+                    flate2::read::GzDecoder::new(&self.comp[..])
+                        .take(e.decomp_len.saturating_add(1))
+                        .read_to_end(&mut self.buf)
+                        .map(|_| ())
+                        .map_err(|err| format!("gzip: {err}"))
+                }
+                // Zstd goes through ZstdWindow.
+                Codec::Zstd => Err("zstd chunks cannot be decoded alone".to_string()),
+            };
+            match decoded {
+                Err(why) => self.check.corrupt(&c, why, u64::from(e.packets)),
+                Ok(()) if self.check.accept(&c, &self.buf) => return Ok(true),
+                Ok(()) => {}
             }
-            // Zstd goes through ZstdWindow.
-            Codec::Zstd => return Err(Error::Config("zstd chunks cannot be decoded alone".into())),
+            self.buf.clear();
         }
-        if let Some(want) = e.crc {
-            let got = crate::index::chunk_checksum(&self.buf);
-            if got != want {
-                return Err(Error::Compression {
-                    codec: self.codec.name(),
-                    what: format!(
-                        "chunk {n} at file offset {} is corrupt: its {} bytes decoded have checksum \
-                         {got:08x}, the index says {want:08x}",
-                        e.comp_offset,
-                        self.buf.len()
-                    ),
-                });
-            }
-        }
-        if self.buf.len() as u64 != e.decomp_len {
-            return Err(Error::Compression {
-                codec: self.codec.name(),
-                what: format!(
-                    "chunk {n} at file offset {} decoded to {} bytes, the index says {}",
-                    e.comp_offset,
-                    self.buf.len(),
-                    e.decomp_len
-                ),
-            });
-        }
-        Ok(true)
     }
 }
 
 impl Read for ChunkReader {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.pos == self.buf.len() {
-            if !self.next_chunk().map_err(io::Error::other)? {
+            if !self.next_chunk()? {
                 return Ok(0);
             }
         }
@@ -517,69 +671,124 @@ impl Read for ChunkReader {
     }
 }
 
-/// Decodes a zstd frame from its start, passing on only the selected
-/// chunks' decompressed ranges.
+/// Decodes a zstd frame from its start, chunk by chunk, passing on only the
+/// selected chunks that match their checksums; then, with a tail, the rest
+/// of the frame. A chunk the decoder fails on ends the read: a zstd frame
+/// cannot be entered again after it.
 struct ZstdWindow {
     dec: zstd::stream::read::Decoder<'static, BufReader<Take<File>>>,
-    /// Position in the decompressed stream.
-    pos: u64,
-    /// Decompressed ranges still to pass on, in order.
-    ranges: VecDeque<(u64, u64)>,
-    scratch: Vec<u8>,
+    chunks: VecDeque<Chunk>,
+    /// After the chunks, the rest of the frame is passed on.
+    tail: bool,
+    buf: Vec<u8>,
+    pos: usize,
+    check: Checker,
+    /// The decoder failed: nothing more can be read.
+    failed: bool,
 }
 
 impl ZstdWindow {
-    fn new(src: Take<File>, ranges: VecDeque<(u64, u64)>, path: &Path) -> Result<ZstdWindow> {
+    fn new(
+        src: Take<File>,
+        chunks: VecDeque<Chunk>,
+        tail: bool,
+        check: Checker,
+        path: &Path,
+    ) -> Result<ZstdWindow> {
         let dec = zstd::stream::read::Decoder::new(src)
             .map_err(|e| Error::io(format!("starting zstd on {}", path.display()), e))?
             .single_frame();
         Ok(ZstdWindow {
             dec,
+            chunks,
+            tail,
+            buf: Vec::new(),
             pos: 0,
-            ranges,
-            scratch: vec![0; 64 * 1024],
+            check,
+            failed: false,
         })
+    }
+
+    /// Decodes chunks until a selected good one is in `buf`; false when
+    /// the chunks are done.
+    fn next_chunk(&mut self) -> bool {
+        while let Some(c) = self.chunks.pop_front() {
+            let e = c.entry;
+            self.buf.clear();
+            self.pos = 0;
+            let got = (&mut self.dec)
+                .take(e.decomp_len)
+                .read_to_end(&mut self.buf);
+            self.check.reached(e.comp_offset + e.comp_len);
+            if let Err(err) = got {
+                // Everything from here on is lost.
+                let lost = u64::from(e.packets)
+                    + self
+                        .chunks
+                        .iter()
+                        .map(|c| u64::from(c.entry.packets))
+                        .sum::<u64>();
+                self.check.corrupt(
+                    &c,
+                    format!("zstd: {err}; the frame cannot be decoded past it"),
+                    lost,
+                );
+                self.failed = true;
+                self.buf.clear();
+                return false;
+            }
+            if c.selected && self.check.accept(&c, &self.buf) {
+                return true;
+            }
+            if self.buf.len() as u64 != e.decomp_len {
+                // The frame ended early: nothing follows.
+                let lost: u64 = self
+                    .chunks
+                    .iter()
+                    .filter(|c| c.selected)
+                    .map(|c| u64::from(c.entry.packets))
+                    .sum();
+                if !c.selected || lost > 0 {
+                    self.check.corrupt(
+                        &c,
+                        format!(
+                            "zstd: the frame ends {} bytes into a chunk of {}",
+                            self.buf.len(),
+                            e.decomp_len
+                        ),
+                        lost,
+                    );
+                }
+                self.failed = true;
+                self.buf.clear();
+                return false;
+            }
+            // Not needed, or skipped as corrupt.
+            self.buf.clear();
+        }
+        false
     }
 }
 
 impl Read for ZstdWindow {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         loop {
-            let Some(&(start, end)) = self.ranges.front() else {
-                return Ok(0);
-            };
-            if self.pos >= end {
-                self.ranges.pop_front();
-                continue;
-            }
-            if out.is_empty() {
-                return Ok(0);
-            }
-            let (buf, want) = if self.pos < start {
-                // Skip bytes of chunks that are not needed.
-                let k = (start - self.pos).min(self.scratch.len() as u64) as usize;
-                (&mut self.scratch[..k], false)
-            } else {
-                let k = (end - self.pos).min(out.len() as u64) as usize;
-                (&mut out[..k], true)
-            };
-            let n = self.dec.read(buf)?;
-            if n == 0 && end == u64::MAX {
-                return Ok(0);
-            }
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "zstd stream ended at decompressed offset {} before the indexed chunk ending at {end}",
-                        self.pos
-                    ),
-                ));
-            }
-            self.pos += n as u64;
-            if want {
+            if self.pos < self.buf.len() {
+                let n = out.len().min(self.buf.len() - self.pos);
+                out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+                self.pos += n;
                 return Ok(n);
             }
+            if self.failed {
+                return Ok(0);
+            }
+            if self.next_chunk() {
+                continue;
+            }
+            if self.failed || !self.tail {
+                return Ok(0);
+            }
+            return self.dec.read(out);
         }
     }
 }

@@ -703,10 +703,8 @@ impl<W: Write> TraceWriter<W> {
     /// have finished are written, in order.
     fn flush_chunk(&mut self, len: usize) -> Result<()> {
         let mut c = std::mem::take(&mut self.chunk);
-        if self.index.is_some() {
-            c.crc = crate::index::chunk_checksum(&self.block[..len]);
-        }
         if self.pool.is_some() {
+            // The compression thread takes the checksum beside the encoding.
             let cap = self.cfg.block_size + 2048;
             let mut input = self.pool.as_mut().map_or_else(Vec::new, |p| p.buffer(cap));
             if len == self.block.len() {
@@ -719,6 +717,9 @@ impl<W: Write> TraceWriter<W> {
             }
             self.submit(Work::Chunk, input, c)?;
             return self.collect(false);
+        }
+        if self.index.is_some() {
+            c.crc = crate::index::chunk_checksum(&self.block[..len]);
         }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
@@ -782,7 +783,7 @@ impl<W: Write> TraceWriter<W> {
             last_ts: c.last_ts,
             packets: c.packets,
             flags,
-            crc: Some(c.crc),
+            crc: Some(rep.checksum.unwrap_or(c.crc)),
         };
         self.comp_offset += out.len() as u64;
         self.decomp_offset += len as u64;
@@ -834,6 +835,7 @@ impl<W: Write> TraceWriter<W> {
             work,
             input,
             out,
+            checksum: self.index.is_some(),
             meta: ChunkMeta { header_len, chunk },
         };
         match self.pool.as_mut() {

@@ -23,6 +23,10 @@ pub use web::*;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Do not check the chunks of an indexed trace against the checksums in its index (faster reads; corrupt
+    /// data then goes unnoticed where the codec itself does not catch it).
+    #[arg(long, global = true)]
+    pub no_verify: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,9 +3,10 @@
 //! overlap it.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use trace::read::TraceReader;
-use trace::window::{open_window, WindowStats};
+use trace::window::{open_window_with, WindowStats};
 use trace::Record;
 
 use crate::error::{display_path, Error, Result};
@@ -27,6 +28,15 @@ impl Window {
     fn contains(&self, ts: u64) -> bool {
         self.since.is_none_or(|s| ts >= s) && self.until.is_none_or(|u| ts < u)
     }
+}
+
+/// Whether reads check each chunk of an indexed trace against its checksum
+/// (the default; `--no-verify` turns it off for the process).
+static VERIFY: AtomicBool = AtomicBool::new(true);
+
+/// Sets whether trace reads verify chunk checksums from now on.
+pub fn set_verify(on: bool) {
+    VERIFY.store(on, Ordering::Relaxed);
 }
 
 /// Records of a trace: sections, interfaces, other blocks, and the packets
@@ -57,9 +67,12 @@ impl TraceSource {
             }
         }
         let stdin = path.as_os_str() == "-";
-        let (reader, window_stats) = if !stdin && !window.is_all() {
-            let (r, s) =
-                open_window(path, window.since, window.until).map_err(|e| Error::file(path, e))?;
+        let verify = VERIFY.load(Ordering::Relaxed);
+        // A file is read through its index when it has one: only the
+        // chunks a window needs, each checked against its checksum.
+        let (reader, window_stats) = if !stdin && (verify || !window.is_all()) {
+            let (r, s) = open_window_with(path, window.since, window.until, verify)
+                .map_err(|e| Error::file(path, e))?;
             (r, Some(s))
         } else {
             (
@@ -96,9 +109,14 @@ impl TraceSource {
         &self.reader
     }
 
-    /// How the time window was read, when one was asked for.
+    /// How the file was read through its index (for a file, not a stream).
     pub fn window_stats(&self) -> Option<&WindowStats> {
         self.window_stats.as_ref()
+    }
+
+    /// Whether a time window was asked for.
+    pub fn windowed(&self) -> bool {
+        !self.window.is_all()
     }
 
     /// The file's size in bytes (None for a stream).
@@ -142,6 +160,24 @@ impl Source for TraceSource {
         report.bytes += self.bytes;
         if let Some(t) = self.reader.truncation() {
             report.truncation = Some(Truncated::of_trace(&self.name, t));
+        }
+        for c in self.reader.corruptions() {
+            report.problems.push(format!("{}: {c}", self.name));
+        }
+        if let Some(why) = self
+            .window_stats
+            .as_ref()
+            .and_then(|w| w.index_problem.as_ref())
+        {
+            report.warnings.push(format!(
+                "{}: warning: index ignored ({why}); read the whole trace{}",
+                self.name,
+                if VERIFY.load(Ordering::Relaxed) {
+                    ", its chunks unchecked"
+                } else {
+                    ""
+                }
+            ));
         }
     }
 }

@@ -255,7 +255,8 @@ mod tests {
             r,
             ChunkReport {
                 blocks: 1,
-                raw_blocks: 1
+                raw_blocks: 1,
+                checksum: None
             }
         );
         assert_eq!(
@@ -267,7 +268,8 @@ mod tests {
             r,
             ChunkReport {
                 blocks: 2,
-                raw_blocks: 0
+                raw_blocks: 0,
+                checksum: None
             }
         );
         enc.finish(&mut out);

@@ -40,6 +40,8 @@ pub(crate) struct Job<M> {
     /// Encoded bytes are appended here, after whatever the caller put first
     /// (the LZ4 frame header before the first chunk).
     pub out: Vec<u8>,
+    /// Take the index checksum of `input` too (off the writer's thread).
+    pub checksum: bool,
     pub meta: M,
 }
 
@@ -200,7 +202,12 @@ fn worker<M>(
         let Ok((seq, mut job)) = next else { return };
         let codec = enc.name();
         let result = catch_unwind(AssertUnwindSafe(|| match job.work {
-            Work::Chunk => enc.encode_chunk(&job.input, &mut job.out),
+            Work::Chunk => enc.encode_chunk(&job.input, &mut job.out).map(|mut rep| {
+                if job.checksum {
+                    rep.checksum = Some(crate::index::chunk_checksum(&job.input));
+                }
+                rep
+            }),
             Work::End => enc.finish(&mut job.out).map(|()| ChunkReport::default()),
         }));
         // A panic would leave the encoder's state unknown: report the job
@@ -239,6 +246,7 @@ mod tests {
                 work: Work::Chunk,
                 input,
                 out: Vec::new(),
+                checksum: i % 2 == 0,
                 meta: i,
             })
             .unwrap();
@@ -247,7 +255,11 @@ mod tests {
         for i in 0..40usize {
             let d = pool.next(true).unwrap().unwrap();
             assert_eq!(d.job.meta, i);
-            assert_eq!(d.result.unwrap().blocks, 1);
+            let rep = d.result.unwrap();
+            assert_eq!(rep.blocks, 1);
+            // The checksum of the plain bytes, where it was asked for.
+            let want = (i % 2 == 0).then(|| crate::index::chunk_checksum(&d.job.input));
+            assert_eq!(rep.checksum, want);
         }
         assert!(pool.next(true).unwrap().is_none());
     }

@@ -59,6 +59,7 @@ impl ZstdChunkEncoder {
                 return Ok(ChunkReport {
                     blocks: 1,
                     raw_blocks: 0,
+                    checksum: None,
                 });
             }
         }

@@ -31,7 +31,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::error::{Error, Result, Truncation};
+use crate::error::{Corruption, Error, Result, Truncation};
 use crate::format::pcap::{self, FileHeader, FileHeaderRepr, RecordHeader, RecordRepr};
 use crate::format::pcapng::{self, PacketRepr, BLOCK_HEADER_LEN, MIN_BLOCK_LEN};
 use crate::format::{get_u32, Codec, FileFormat};
@@ -57,6 +57,19 @@ struct Progress {
     /// The underlying source (not a decoder) returned an error, so an error
     /// surfacing from a decoder is an I/O error, not corruption.
     io_failed: AtomicBool,
+}
+
+/// What a read through the index found out about the file, shared between
+/// the chunk decoder below the reader and the reader.
+#[derive(Debug, Default)]
+pub(crate) struct Checks {
+    /// Chunks skipped as corrupt.
+    pub corrupt: std::sync::Mutex<Vec<Corruption>>,
+    /// The read goes to the file's end and the index says the file was not
+    /// closed (it has no end entry): its end is a cut.
+    pub unclosed: AtomicBool,
+    /// How far into the file the chunks decoded so far reach.
+    pub file_offset: AtomicU64,
 }
 
 struct Counted<R> {
@@ -145,6 +158,8 @@ pub struct TraceReader {
     /// about one zstd block (128 KiB) to lose as little as possible before
     /// corrupt data; plain reads take all the free space.
     max_read: usize,
+    /// A read through the index: skipped chunks, and where in the file.
+    checks: Option<Arc<Checks>>,
 }
 
 impl std::fmt::Debug for TraceReader {
@@ -258,6 +273,7 @@ impl TraceReader {
             } else {
                 COMPRESSED_READ
             },
+            checks: None,
         };
         let avail = r.fill(4)?;
         if avail < 4 {
@@ -320,7 +336,25 @@ impl TraceReader {
     /// Bytes read from the underlying file or stream so far (ahead of
     /// [`TraceReader::offset`] by what is buffered), for progress bars.
     pub fn compressed_offset(&self) -> u64 {
-        self.progress.bytes.load(Ordering::Relaxed)
+        match &self.checks {
+            Some(c) => c.file_offset.load(Ordering::Relaxed),
+            None => self.progress.bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Chunks found corrupt and skipped so far (a read through the index,
+    /// which checks each chunk against its checksum there): the packets of
+    /// the other chunks are still read.
+    pub fn corruptions(&self) -> Vec<Corruption> {
+        self.checks.as_ref().map_or_else(Vec::new, |c| {
+            c.corrupt.lock().map(|v| v.clone()).unwrap_or_default()
+        })
+    }
+
+    /// Attaches what a read through the index shares with its decoder.
+    pub(crate) fn with_checks(mut self, checks: Arc<Checks>) -> TraceReader {
+        self.checks = Some(checks);
+        self
     }
 
     /// Where and how the input was cut short, once `next_record` has
@@ -391,23 +425,35 @@ impl TraceReader {
     /// not cut, else a truncation of `what` at the current offset.
     fn finish(&mut self, needed: usize, available: usize, what: &'static str) {
         self.state = State::Done;
-        if available > 0 {
-            self.truncation = Some(Truncation {
-                offset: self.offset(),
-                needed: needed as u64,
-                available: available as u64,
-                what,
-            });
+        let file_offset = (self.codec != Codec::None).then(|| self.compressed_offset());
+        let unclosed = self
+            .checks
+            .as_ref()
+            .is_some_and(|c| c.unclosed.load(Ordering::Relaxed));
+        let (needed, available, what) = if available > 0 {
+            (needed, available, what)
         } else if let Some(c) = self.cut {
             // The stream stopped at a record boundary, but the compressed
             // stream around it was cut; how much is missing is unknown.
-            self.truncation = Some(Truncation {
-                offset: self.offset(),
-                needed: 0,
-                available: 0,
-                what: c,
-            });
-        }
+            (0, 0, c)
+        } else if unclosed && self.eof {
+            // The stream ends cleanly between two chunks, but the writer
+            // never closed the file (a gzip member boundary, a plain file).
+            (
+                0,
+                0,
+                "file that was not closed (its index has no end entry)",
+            )
+        } else {
+            return;
+        };
+        self.truncation = Some(Truncation {
+            offset: self.offset(),
+            file_offset,
+            needed: needed as u64,
+            available: available as u64,
+            what,
+        });
     }
 
     /// The next record, borrowing the reader's buffer; `None` at the end of

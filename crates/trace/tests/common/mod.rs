@@ -57,7 +57,15 @@ pub fn read_to_end(mut r: TraceReader) -> (Vec<Pkt>, Option<String>) {
                 data: p.data.to_vec(),
             }),
             Ok(Some(_)) => {}
-            Ok(None) => return (out, r.truncation().map(|t| t.to_string())),
+            Ok(None) => {
+                // Chunks skipped as corrupt come first: they are the worse news.
+                let end = r
+                    .corruptions()
+                    .first()
+                    .map(|c| c.to_string())
+                    .or_else(|| r.truncation().map(|t| t.to_string()));
+                return (out, end);
+            }
             Err(e) => return (out, Some(e.to_string())),
         }
     }
