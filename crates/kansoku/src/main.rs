@@ -12,6 +12,7 @@ mod cmd_capture;
 mod cmd_delay;
 mod cmd_filter;
 mod cmd_generate;
+mod cmd_index;
 mod cmd_ipsec;
 mod cmd_plot;
 mod cmd_profile;
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
     let result: pipeline::Result<Report> = match cli.command {
         Command::Read(args) => cmd_read::run(&args),
         Command::Stats(args) => cmd_stats::run(&args),
+        Command::Index(args) => cmd_index::run(&args),
         Command::Capture(args) => cmd_capture::run(&args),
         Command::Generate(args) => cmd_generate::run(&args),
         Command::Synth(args) => cmd_synth::run(&args),

@@ -635,3 +635,53 @@ fn gzip_output_of_incompressible_traffic_is_no_larger_than_its_input_and_framing
         Err(e) => panic!("gzip: {e}"),
     }
 }
+
+#[test]
+fn a_corrupt_chunk_is_skipped_and_named_and_index_rebuilds_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.pcap.zst");
+    run_ok(&["synth", "-c", "20000", "--payload", "random", "-w", p(&t)]);
+    let ix = dir.path().join("t.pcap.zst.kidx");
+    let written = std::fs::read(&ix).unwrap();
+
+    // The index lost, then rebuilt from the trace: the same bytes.
+    std::fs::remove_file(&ix).unwrap();
+    let out = run_ok(&["index", p(&t)]);
+    assert!(stderr(&out).contains("20000 packets"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&ix).unwrap(), written);
+
+    // One byte flipped in the middle of the file (random payload: zstd
+    // stores it raw, so the frame still decodes): the chunk is skipped and
+    // named by its file offset, exit 1; the other chunks' packets are read.
+    let mut bytes = std::fs::read(&t).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+    std::fs::write(&t, &bytes).unwrap();
+    let out = run(&["read", "-r", p(&t)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("corrupt data at file offset"), "{e}");
+    let n = stdout_lines(&out).len();
+    assert!((19_000..20_000).contains(&n), "{n} packets read: {e}");
+    // --no-verify reads it as the codec alone sees it: all 20,000.
+    let out = run_ok(&["read", "-r", p(&t), "--no-verify"]);
+    assert_eq!(stdout_lines(&out).len(), 20_000);
+
+    // An index for another file is ignored with a warning; the answer is
+    // the whole file's.
+    bytes[at] ^= 0x40;
+    std::fs::write(&t, &bytes).unwrap();
+    let mut wrong = written.clone();
+    wrong[16] ^= 0xff;
+    std::fs::write(&ix, &wrong).unwrap();
+    let out = run_ok(&["read", "-r", p(&t)]);
+    assert_eq!(stdout_lines(&out).len(), 20_000);
+    assert!(stderr(&out).contains("warning") && stderr(&out).contains("index ignored"));
+
+    // Not a trace: a usage error that names the file.
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, b"not a trace at all").unwrap();
+    let out = run(&["index", p(&junk)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("junk"), "{}", stderr(&out));
+}

@@ -17,7 +17,9 @@
 //!   [`WriterConfig::threads`], blocks are compressed by a pool of threads
 //!   and still written in order, one write each: the same file.
 //! - Windowed reads: [`window::open_window`] decodes only the blocks whose
-//!   time range meets the window.
+//!   time range meets the window; [`window::open_checked`] reads a whole
+//!   file through its index, checking every block against its checksum.
+//!   [`reindex::rebuild`] writes a file's index anew from the file.
 //!
 //! The crate does no capture and no printing; it takes and gives records.
 
@@ -29,6 +31,7 @@ pub mod format;
 pub mod index;
 pub mod read;
 pub mod record;
+pub mod reindex;
 pub mod rotate;
 pub mod time;
 pub mod window;

@@ -9,7 +9,8 @@
 //!
 //! - lz4: the frame's blocks are independent, so each chunk's blocks are
 //!   decoded on their own, raw-flagged blocks copied.
-//! - gzip: each chunk is one gzip member.
+//! - gzip: each chunk is one gzip member (or several, in an index
+//!   `kansoku index` joined).
 //! - none: each chunk is a byte range.
 //! - zstd: a frame cannot be entered in the middle, so the frame is decoded
 //!   from its start and reading stops after the last chunk needed; the
@@ -185,12 +186,6 @@ fn check_index(
                 e.first_ts, e.last_ts
             ));
         }
-        if e.is_metadata() && e.packets > 0 {
-            return Err(format!(
-                "entry {i}: a metadata chunk with {} packets",
-                e.packets
-            ));
-        }
         check_chunk_start(index.codec, file, e, i == 0, lz4_sums)
             .map_err(|why| format!("entry {i}: at file offset {}, {why}", e.comp_offset))?;
         comp_end = Some(end);
@@ -355,10 +350,12 @@ pub fn open_window_with(
         return full(None);
     }
     let everything = since_ns.is_none() && until_ns.is_none();
+    // Packets of a metadata chunk (where another tool's compressed block
+    // holds the file header and packets, and `kansoku index` could not
+    // part them) count like any others.
     let overlaps = |e: &IndexEntry| {
         everything
-            || (!e.is_metadata()
-                && e.packets > 0
+            || (e.packets > 0
                 && !matches!(since_ns, Some(s) if e.last_ts < s)
                 && !matches!(until_ns, Some(u) if e.first_ts > u))
     };
@@ -375,7 +372,7 @@ pub fn open_window_with(
         .enumerate()
         .map(|(i, e)| {
             if e.is_metadata() {
-                everything || !matches!(last_needed, Some(l) if i >= l)
+                overlaps(e) || !matches!(last_needed, Some(l) if i >= l)
             } else {
                 overlaps(e)
             }
@@ -638,7 +635,7 @@ impl ChunkReader {
                 }
                 Codec::Gzip => {
                     self.buf.clear();
-                    flate2::read::GzDecoder::new(&self.comp[..])
+                    flate2::read::MultiGzDecoder::new(&self.comp[..])
                         .take(e.decomp_len.saturating_add(1))
                         .read_to_end(&mut self.buf)
                         .map(|_| ())

@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{read_to_end, write_file, Pkt};
+use common::{read_to_end, write_file, xorshift, Pkt};
 use trace::window::open_checked;
 use trace::write::{OutputFormat, WriterConfig};
 use trace::{Codec, LinkType, TraceReader};
@@ -24,16 +24,6 @@ fn clean_read(r: trace::Result<TraceReader>) -> (Vec<Pkt>, bool) {
             (pkts, end.is_none())
         }
         Err(_) => (Vec::new(), false),
-    }
-}
-
-fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
     }
 }
 

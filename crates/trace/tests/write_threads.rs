@@ -9,7 +9,7 @@ mod common;
 
 use std::io::{self, Write};
 
-use common::{have_tshark, read_packets, tshark_frame_lens, write_file, Pkt};
+use common::{have_tshark, read_packets, tshark_frame_lens, write_file, xorshift, Pkt};
 use trace::index::{index_path, read_index};
 use trace::window::open_window;
 use trace::write::{OutputFormat, TraceWriter, WriterConfig};
@@ -24,13 +24,7 @@ const T0: u64 = 1_700_000_000_000_000_000;
 /// a second link type appears midway, which puts a metadata chunk (its
 /// interface) between packet chunks.
 fn packets(n: usize, format: OutputFormat) -> Vec<Pkt> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rng = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = xorshift(0x9e37_79b9_7f4a_7c15);
     (0..n)
         .map(|i| {
             let len = 60 + (rng() % 1455) as usize;

@@ -35,6 +35,9 @@ pub enum Command {
     Read(ReadArgs),
     /// Summarize a trace: packets, bytes, duration, link types, protocol mix, compression.
     Stats(StatsArgs),
+    /// Write a trace's seek index (FILE.kidx) anew from the trace: after the index was lost or damaged, or for a
+    /// file another tool compressed (gzip members, independent LZ4 blocks, zstd).
+    Index(IndexArgs),
     /// Capture packets live from an interface (AF_PACKET, TPACKET_V3 ring) into a trace, or print them.
     Capture(CaptureArgs),
     /// Send traffic out of an interface at an exact packet or bit rate: a built-in pattern, or a trace replayed.
@@ -99,6 +102,13 @@ impl From<TimeFormat> for pipeline::sink::lines::TimeFormat {
             TimeFormat::Rfc3339 => Self::Rfc3339,
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Traces to index.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,17 @@ pub struct Pkt {
     pub data: Vec<u8>,
 }
 
+/// A small deterministic generator (xorshift64) for test traffic.
+pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 /// Writes `pkts` to `path` with `cfg` and finishes the file.
 pub fn write_file(path: &Path, cfg: WriterConfig, pkts: &[Pkt]) -> WriteStats {
     let mut w = TraceWriter::create(path, cfg).unwrap();
