@@ -162,6 +162,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         queue_bytes: args.queue_mib.saturating_mul(1 << 20),
         // The profiler closes its intervals on time even when traffic stops.
         heartbeat: args.profile.is_some().then_some(Duration::from_secs(1)),
+        idle_flush: args.out.idle_flush(),
         ..PipelineConfig::default()
     };
     let (stats, mut report) = run_lanes(&mut lanes, &cfg, signals::stop_flag());

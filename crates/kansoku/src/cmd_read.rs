@@ -23,6 +23,9 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
         None => Out::Print(Printer::new(args.json, args.time.into())),
     };
     let mut source = TraceSource::open_window(&args.read, window)?;
+    // From a pipe: a quiet input's partial block reaches the file (or its
+    // lines the terminal) within the idle time.
+    source.idle_every(args.out.idle_flush());
     // Keep the terminal for the packet lines when they go to it.
     let printing = matches!(out, Out::Print(_));
     let progress = Progress::new(source.size(), !printing || !io::stdout().is_terminal());

@@ -35,6 +35,13 @@ impl PacketSink for Out {
             Out::Trace(_) => Ok(()),
         }
     }
+
+    fn idle(&mut self) -> pipeline::Result<()> {
+        match self {
+            Out::Print(p) => p.idle(),
+            Out::Trace(t) => t.idle(),
+        }
+    }
 }
 
 impl Out {

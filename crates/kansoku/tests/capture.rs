@@ -578,3 +578,30 @@ echo $? > "$DIR/rootonly.rc"
         "{err}"
     );
 }
+
+#[test]
+fn a_killed_capture_keeps_what_came_before_a_quiet_spell() {
+    // Traffic, then quiet: the idle flush writes the partial block, so a
+    // SIGKILL a second later loses nothing (without it, the frames of the
+    // last block, here all of them, would be lost).
+    let Some(dir) = netns_test(
+        r#"
+$K capture -i kcb -w "$DIR/kill.pcap.lz4" --idle-flush 0.2 2> "$DIR/k.err" &
+k=$!
+wait_listening "$DIR/k.err"
+python3 "$SEND" kca 300 "$DIR/sent.pcap" --seconds 0.3
+sleep 1.2
+kill -KILL $k
+wait $k || true
+"#,
+    ) else {
+        return;
+    };
+    let sent = sent_frames(&dir.path().join("sent.pcap"));
+    assert_eq!(sent.len(), 300);
+    let (got, _, err) = tshark_read(&dir.path().join("kill.pcap.lz4"));
+    assert_eq!(got.len(), sent.len(), "{err}");
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert!(g.data == *s, "frame {i} differs");
+    }
+}

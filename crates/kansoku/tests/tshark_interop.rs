@@ -350,3 +350,108 @@ fn sigkill_while_writing_leaves_a_readable_prefix_and_sigint_a_complete_file() {
         }
     }
 }
+
+/// Where each record of a plain little-endian pcap ends.
+fn record_ends(pcap: &[u8]) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut at = 24;
+    while at + 16 <= pcap.len() {
+        let caplen = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + caplen;
+        if at > pcap.len() {
+            break;
+        }
+        ends.push(at);
+    }
+    ends
+}
+
+/// The idle flush (point 5 of issue 16): a writer killed with SIGKILL has
+/// written every packet it was given more than the idle time before, for
+/// every codec, whether the input stalled (a quiet pipe) or kept flowing
+/// slowly (blocks that would take minutes to fill).
+#[test]
+fn a_kill_loses_at_most_the_idle_time_of_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = synth_plain(
+        dir.path(),
+        "in.pcap",
+        &["-c", "3000", "--size", "64-600", "--payload", "random"],
+    );
+    let bytes = std::fs::read(&input).unwrap();
+    let ends = record_ends(&bytes);
+    assert_eq!(ends.len(), 3000);
+    let idle = Duration::from_millis(200);
+    // What the kill may take beyond the idle time: the flush itself, and
+    // a loaded machine's scheduling.
+    let slack = Duration::from_millis(400);
+    for codec in ["lz4", "zstd", "gzip", "none"] {
+        for stall in [true, false] {
+            let what = format!("{codec}, {}", if stall { "stalled" } else { "flowing" });
+            let out = dir.path().join(format!("idle-{stall}.pcap.{codec}"));
+            let mut child = kansoku()
+                .args([
+                    "read",
+                    "-r",
+                    "-",
+                    "-w",
+                    p(&out),
+                    "--idle-flush",
+                    "0.2",
+                    "--block-size",
+                    "64",
+                ])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn kansoku");
+            let mut stdin = child.stdin.take().unwrap();
+            // (when, records written by then)
+            let mut sent: Vec<(Instant, usize)> = Vec::new();
+            if stall {
+                // A third of the input, then nothing.
+                stdin.write_all(&bytes[..ends[999]]).unwrap();
+                stdin.flush().unwrap();
+                sent.push((Instant::now(), 1000));
+                thread::sleep(idle + slack);
+            } else {
+                // One record every 10 ms for 1.5 s: about 50 KB, less than
+                // one 64 KiB block, so without the idle flush nothing at all
+                // would be written.
+                stdin.write_all(&bytes[..24]).unwrap();
+                let start = Instant::now();
+                let mut n = 0;
+                while start.elapsed() < Duration::from_millis(1500) {
+                    let from = if n == 0 { 24 } else { ends[n - 1] };
+                    stdin.write_all(&bytes[from..ends[n]]).unwrap();
+                    n += 1;
+                    sent.push((Instant::now(), n));
+                    thread::sleep(Duration::from_millis(10));
+                }
+            }
+            let killed_at = Instant::now();
+            kill(&child, 9);
+            let _ = child.wait();
+            drop(stdin);
+            let must = sent
+                .iter()
+                .filter(|(t, _)| killed_at.duration_since(*t) > idle + slack)
+                .map(|(_, n)| *n)
+                .max()
+                .unwrap_or(0);
+            let all = sent.last().map_or(0, |(_, n)| *n);
+            assert!(
+                must > 0,
+                "{what}: nothing was sent long enough before the kill"
+            );
+            let (records, _) = read_all(&out);
+            let got = packets_of(&records).len();
+            assert!(
+                got >= must && got <= all,
+                "{what}: {got} packets read back; {must} were sent more than {:?} before the kill, {all} in all",
+                idle + slack
+            );
+        }
+    }
+}

@@ -35,6 +35,14 @@ pub struct ChainCounts {
 }
 
 impl<S: PacketSink> Chain<S> {
+    /// Tells the sinks the input is quiet (see [`PacketSink::idle`]).
+    fn idle_sinks(&mut self) -> Result<()> {
+        for s in [&mut self.passed, &mut self.rejected].into_iter().flatten() {
+            s.idle()?;
+        }
+        Ok(())
+    }
+
     pub fn new(stages: Stages, passed: Option<S>) -> Chain<S> {
         Chain {
             stages,
@@ -113,6 +121,10 @@ impl<S: PacketSink> Consumer<TraceSource> for Chain<S> {
         };
         self.packet(|| Frame::of(p), |s| s.record(&rec))
     }
+
+    fn idle(&mut self) -> Result<()> {
+        self.idle_sinks()
+    }
 }
 
 impl<S: PacketSink> Consumer<SynthSource> for Chain<S> {
@@ -137,5 +149,9 @@ impl<S: PacketSink> Consumer<LaneSource<'_>> for Chain<S> {
                 Ok(Flow::Continue)
             }
         }
+    }
+
+    fn idle(&mut self) -> Result<()> {
+        self.idle_sinks()
     }
 }

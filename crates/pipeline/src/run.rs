@@ -27,6 +27,14 @@ pub trait Source {
         0
     }
 
+    /// Whether the last `None` from [`Source::next`] means "nothing for
+    /// now" (a quiet pipe or capture, or the idle time has passed while
+    /// items flow) rather than the end: the run then tells the consumer
+    /// ([`Consumer::idle`]), checks its stop flag, and goes on.
+    fn waiting(&self) -> bool {
+        false
+    }
+
     /// At the end: the source's part of the report (packets, bytes,
     /// where the input was cut).
     fn close(&mut self, report: &mut Report);
@@ -43,6 +51,14 @@ pub enum Flow {
 /// What the items of source `S` are given to.
 pub trait Consumer<S: Source + ?Sized> {
     fn consume(&mut self, item: S::Item<'_>) -> Result<Flow>;
+
+    /// The source has been quiet for the idle time, or that long has
+    /// passed since the last call: a trace output writes its partial block
+    /// (so a kill loses at most that long of input), printed lines are
+    /// flushed.
+    fn idle(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Items between two progress updates: the per-item cost stays a mask test.
@@ -84,7 +100,19 @@ where
 {
     let mut report = Report::default();
     let mut items = 0u64;
+    // The last step gave no item.
+    let mut quiet = false;
     loop {
+        if quiet {
+            if !source.waiting() {
+                break;
+            }
+            quiet = false;
+            if let Err(e) = consumer.idle() {
+                report.failed(e);
+                break;
+            }
+        }
         if ctl.stop.load(Ordering::Relaxed) {
             report.interrupted = Some(source.name().to_string());
             break;
@@ -94,7 +122,12 @@ where
         let position = if tick { source.position() } else { 0 };
         let item = match source.next() {
             Ok(Some(item)) => item,
-            Ok(None) => break,
+            // The end, or nothing for now: decided at the loop's top, where
+            // the source is no longer borrowed by the step.
+            Ok(None) => {
+                quiet = true;
+                continue;
+            }
             Err(e) => {
                 report.failed(e);
                 break;

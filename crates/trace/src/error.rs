@@ -76,16 +76,26 @@ pub struct Truncation {
     pub what: &'static str,
 }
 
+impl Truncation {
+    /// What a file is cut in when its index says it was never closed.
+    pub const UNCLOSED: &'static str = "file that was not closed";
+}
+
 impl fmt::Display for Truncation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let at = match self.file_offset {
             Some(c) => format!("file offset {c} (decompressed offset {})", self.offset),
             None => format!("offset {}", self.offset),
         };
-        if self.needed == 0 {
+        if self.what == Truncation::UNCLOSED {
             write!(
                 f,
-                "{at}: file cut short: a {} ends early, between two records; read up to the last complete packet",
+                "{at}: file cut short: its writer never closed it (its index has no end entry); read up to the last complete packet"
+            )
+        } else if self.needed == 0 {
+            write!(
+                f,
+                "{at}: file cut short: the {} ends early, between two records; read up to the last complete packet",
                 self.what
             )
         } else {

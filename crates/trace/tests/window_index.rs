@@ -52,7 +52,7 @@ fn same_as_full(path: &Path, since: Option<u64>, until: Option<u64>, what: &str)
     // stream itself cannot tell (between gzip members, in a plain file).
     let unclosed = win_end
         .as_deref()
-        .is_some_and(|e| e.contains("file that was not closed"));
+        .is_some_and(|e| e.contains("never closed"));
     if unclosed && full_end.is_none() {
         let ix = trace::index::read_index(&index_path(path)).unwrap();
         assert!(

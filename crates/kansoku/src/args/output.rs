@@ -98,12 +98,30 @@ pub struct OutputArgs {
     /// fdatasync after every block (slower; survives power loss, not just a crash).
     #[arg(long)]
     pub sync: bool,
+    /// Write a partly filled block once the input (a pipe, a capture) has been quiet this many seconds, and at
+    /// least this often while it flows, so a kill loses at most this long of input; 0: only full blocks.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = parse_idle)]
+    pub idle_flush: f64,
     /// Compression threads; the file is the same whatever the number. 1: blocks are compressed on the writing thread; N >= 2: by N threads while it goes on (zstd: by one, its blocks continue one frame). auto (default): 1 for lz4 and none, for zstd and gzip the cores less one, 1 to 4.
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = CompressThreads::parse)]
     pub compress_threads: CompressThreads,
 }
 
+fn parse_idle(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?}: seconds from 0 to 3600 (0: only full blocks are written)"
+        )),
+    }
+}
+
 impl OutputArgs {
+    /// How long a quiet input may leave a partial block unwritten.
+    pub fn idle_flush(&self) -> Option<std::time::Duration> {
+        (self.idle_flush > 0.0).then(|| std::time::Duration::from_secs_f64(self.idle_flush))
+    }
+
     /// The trace writer's settings for a file at `path`: the format and
     /// codec its name says ([`trace::write::named`]) unless the flags say
     /// them, the flags' defaults (pcap, lz4) where neither does; a flag

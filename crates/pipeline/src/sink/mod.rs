@@ -40,6 +40,13 @@ pub trait PacketSink {
     fn flush(&mut self) -> Result<()> {
         Ok(())
     }
+
+    /// The input has been quiet for the idle time (or that long has passed
+    /// since the last call): a trace writes its partial block, so that a
+    /// kill loses at most that long of a quiet input.
+    fn idle(&mut self) -> Result<()> {
+        self.flush()
+    }
 }
 
 /// No sink: the packets are counted by the stages and go nowhere.
@@ -71,5 +78,9 @@ impl<S: PacketSink + ?Sized> PacketSink for Box<S> {
 
     fn flush(&mut self) -> Result<()> {
         (**self).flush()
+    }
+
+    fn idle(&mut self) -> Result<()> {
+        (**self).idle()
     }
 }

@@ -221,6 +221,12 @@ impl PacketSink for TraceSink {
         };
         r.map_err(|e| write_error(&self.path, e))
     }
+
+    /// The input is quiet: the partial block is written (as its own chunk),
+    /// so a kill now loses nothing given so far.
+    fn idle(&mut self) -> Result<()> {
+        self.flush_block()
+    }
 }
 
 impl SinkSummary {

@@ -35,7 +35,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::time::{Duration, Instant};
 
 use capture::ring::{KernelStats, RingPacket, TpacketRing};
@@ -280,6 +280,11 @@ pub struct PipelineConfig {
     /// timeout, so that packets in a block the kernel has not yet retired
     /// are never behind it.
     pub heartbeat_lag: Duration,
+    /// The consumer is told ([`Consumer::idle`](crate::Consumer::idle))
+    /// when no batch has come for this long, and at least this often while
+    /// they come, so a trace's partial block reaches the file and a kill
+    /// loses at most this long of a quiet capture; `None` for never.
+    pub idle_flush: Option<Duration>,
 }
 
 impl Default for PipelineConfig {
@@ -291,6 +296,7 @@ impl Default for PipelineConfig {
             drain: Duration::from_millis(50),
             heartbeat: None,
             heartbeat_lag: Duration::from_millis(200),
+            idle_flush: None,
         }
     }
 }
@@ -332,6 +338,9 @@ where
                 current: None,
                 at: 0,
                 taken: 0,
+                idle: cfg.idle_flush,
+                last_tick: Instant::now(),
+                waiting: false,
             };
             // The ring thread decides when to stop; the consumer drains
             // every batch it was handed.
@@ -411,9 +420,27 @@ pub struct LaneSource<'q> {
     at: usize,
     /// Packets given to the consumer.
     taken: u64,
+    /// Tell the consumer when the queue has been empty this long, and at
+    /// least this often while batches flow ([`PipelineConfig::idle_flush`]).
+    idle: Option<Duration>,
+    last_tick: Instant,
+    /// The last `None` was such a tick, not the end.
+    waiting: bool,
 }
 
 impl LaneSource<'_> {
+    /// Whether the idle time has passed since the last tick (and starts a
+    /// new one if so).
+    fn tick_due(&mut self) -> bool {
+        match self.idle {
+            Some(every) if self.last_tick.elapsed() >= every => {
+                self.last_tick = Instant::now();
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Done with the current batch: its bytes are free again, and it goes
     /// back for reuse (freed if the pool is full or the ring thread is gone).
     fn end_batch(&mut self) -> LaneItem<'static> {
@@ -438,18 +465,38 @@ impl Source for LaneSource<'_> {
         "the capture ring"
     }
 
+    fn waiting(&self) -> bool {
+        self.waiting
+    }
+
     fn next(&mut self) -> crate::Result<Option<LaneItem<'_>>> {
+        self.waiting = false;
         loop {
             match &mut self.current {
                 Some(b) if self.at < b.bytes() => break,
                 Some(_) => return Ok(Some(self.end_batch())),
-                None => match self.rx.recv() {
-                    Ok(b) => {
-                        self.current = Some(b);
-                        self.at = 0;
+                None => {
+                    if self.tick_due() {
+                        self.waiting = true;
+                        return Ok(None);
                     }
-                    Err(_) => return Ok(None),
-                },
+                    let got = match self.idle {
+                        Some(every) => {
+                            let left = every.saturating_sub(self.last_tick.elapsed());
+                            self.rx.recv_timeout(left)
+                        }
+                        None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    };
+                    match got {
+                        Ok(b) => {
+                            self.current = Some(b);
+                            self.at = 0;
+                        }
+                        // Checked again at the loop's top: the idle time is up.
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => return Ok(None),
+                    }
+                }
             }
         }
         let Some(b) = self.current.as_ref() else {
@@ -791,6 +838,9 @@ mod tests {
                     current: None,
                     at: 0,
                     taken: 0,
+                    idle: None,
+                    last_tick: Instant::now(),
+                    waiting: false,
                 };
                 // The writer tells when it starts on a batch (its first
                 // packet), then stalls until released.

@@ -2,8 +2,12 @@
 //! to a time window, decompressing only the blocks the seek index says
 //! overlap it.
 
+use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use trace::read::TraceReader;
 use trace::window::{open_window_with, WindowStats};
@@ -39,10 +43,49 @@ pub fn set_verify(on: bool) {
     VERIFY.store(on, Ordering::Relaxed);
 }
 
+/// Standard input that, once idle ticks are on, returns `WouldBlock` when
+/// it has been quiet for the idle time, and once per idle time while data
+/// flows, so that the run can write out its partial block; the reader keeps
+/// its place and goes on at the next call.
+struct TickingStdin {
+    stdin: io::Stdin,
+    /// The idle time in nanoseconds; 0 while ticks are off.
+    every: Arc<AtomicU64>,
+    last_tick: Instant,
+}
+
+impl Read for TickingStdin {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let every = self.every.load(Ordering::Relaxed);
+        if every == 0 {
+            return self.stdin.read(buf);
+        }
+        let every = Duration::from_nanos(every);
+        let tick = |t: &mut Instant| {
+            *t = Instant::now();
+            Err(io::Error::from(io::ErrorKind::WouldBlock))
+        };
+        let since = self.last_tick.elapsed();
+        if since >= every {
+            return tick(&mut self.last_tick);
+        }
+        let ready = capture::poll::wait_readable(&[self.stdin.as_fd()], every - since)?;
+        if ready.any() {
+            self.stdin.read(buf)
+        } else {
+            // The idle time passed with nothing to read (or a signal came:
+            // the run's loop checks its stop flag either way).
+            tick(&mut self.last_tick)
+        }
+    }
+}
+
 /// Records of a trace: sections, interfaces, other blocks, and the packets
 /// inside the window.
 pub struct TraceSource {
     reader: TraceReader,
+    /// Standard input's idle ticks (see [`TraceSource::idle_every`]).
+    ticks: Option<Arc<AtomicU64>>,
     name: String,
     window: Window,
     window_stats: Option<WindowStats>,
@@ -68,12 +111,25 @@ impl TraceSource {
         }
         let stdin = path.as_os_str() == "-";
         let verify = VERIFY.load(Ordering::Relaxed);
+        let mut ticks = None;
         // A file is read through its index when it has one: only the
         // chunks a window needs, each checked against its checksum.
         let (reader, window_stats) = if !stdin && (verify || !window.is_all()) {
             let (r, s) = open_window_with(path, window.since, window.until, verify)
                 .map_err(|e| Error::file(path, e))?;
             (r, Some(s))
+        } else if stdin {
+            let every = Arc::new(AtomicU64::new(0));
+            let input = TickingStdin {
+                stdin: io::stdin(),
+                every: Arc::clone(&every),
+                last_tick: Instant::now(),
+            };
+            ticks = Some(every);
+            (
+                TraceReader::from_read(Box::new(input)).map_err(|e| Error::file(path, e))?,
+                None,
+            )
         } else {
             (
                 TraceReader::open(path).map_err(|e| Error::file(path, e))?,
@@ -82,6 +138,7 @@ impl TraceSource {
         };
         Ok(TraceSource {
             reader,
+            ticks,
             name: display_path(path),
             window,
             window_stats,
@@ -95,6 +152,7 @@ impl TraceSource {
     pub fn from_reader(reader: TraceReader, name: &str) -> TraceSource {
         TraceSource {
             reader,
+            ticks: None,
             name: name.to_string(),
             window: Window::default(),
             window_stats: None,
@@ -112,6 +170,23 @@ impl TraceSource {
     /// How the file was read through its index (for a file, not a stream).
     pub fn window_stats(&self) -> Option<&WindowStats> {
         self.window_stats.as_ref()
+    }
+
+    /// Has the run's consumer told ([`Consumer::idle`](crate::Consumer::idle))
+    /// when standard input has been quiet for `every`, and once per `every`
+    /// while it flows, so that a trace written from a pipe loses at most
+    /// that long of input to a kill. Only a plain (uncompressed) stream can
+    /// pause so: a decoder would lose its place. `None` turns it off.
+    pub fn idle_every(&self, every: Option<Duration>) {
+        if let Some(t) = &self.ticks {
+            let ns = match every {
+                Some(d) if self.reader.codec() == trace::Codec::None => {
+                    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+                }
+                _ => 0,
+            };
+            t.store(ns, Ordering::Relaxed);
+        }
     }
 
     /// Whether a time window was asked for.
@@ -153,6 +228,10 @@ impl Source for TraceSource {
 
     fn position(&self) -> u64 {
         self.reader.compressed_offset()
+    }
+
+    fn waiting(&self) -> bool {
+        self.reader.is_waiting()
     }
 
     fn close(&mut self, report: &mut Report) {

@@ -160,6 +160,9 @@ pub struct TraceReader {
     max_read: usize,
     /// A read through the index: skipped chunks, and where in the file.
     checks: Option<Arc<Checks>>,
+    /// The source said it has nothing for now (`WouldBlock`): the reader
+    /// returns `None` without ending, and goes on at the next call.
+    waiting: bool,
 }
 
 impl std::fmt::Debug for TraceReader {
@@ -274,6 +277,7 @@ impl TraceReader {
                 COMPRESSED_READ
             },
             checks: None,
+            waiting: false,
         };
         let avail = r.fill(4)?;
         if avail < 4 {
@@ -357,6 +361,14 @@ impl TraceReader {
         self
     }
 
+    /// Whether the last `None` from [`TraceReader::next_record`] means the
+    /// input has nothing for now rather than its end: a plain stream whose
+    /// source returned `WouldBlock` (a quiet pipe, see
+    /// [`IdleTicks`](crate::read::IdleTicks)). Reading goes on at the next call.
+    pub fn is_waiting(&self) -> bool {
+        self.waiting && self.state != State::Done
+    }
+
     /// Where and how the input was cut short, once `next_record` has
     /// returned `None` because of it.
     pub fn truncation(&self) -> Option<&Truncation> {
@@ -366,7 +378,7 @@ impl TraceReader {
     /// Makes at least `need` unread bytes available unless the input ends
     /// first; returns how many are available.
     fn fill(&mut self, need: usize) -> Result<usize> {
-        while self.end - self.pos < need && !self.eof {
+        while self.end - self.pos < need && !self.eof && !self.waiting {
             if self.pos > 0
                 && (self.buf.len() - self.pos < need || self.buf.len() - self.end < MIN_READ)
             {
@@ -399,6 +411,12 @@ impl TraceReader {
     /// reported as a truncation), corrupt data is a compression error.
     fn read_error(&mut self, e: io::Error) -> Result<()> {
         if e.kind() == ErrorKind::Interrupted {
+            return Ok(());
+        }
+        if e.kind() == ErrorKind::WouldBlock && self.codec == Codec::None {
+            // A plain stream that is quiet for now: nothing is lost, the
+            // record in progress stays in the buffer.
+            self.waiting = true;
             return Ok(());
         }
         let io_failed = self.progress.io_failed.load(Ordering::Relaxed);
@@ -439,11 +457,7 @@ impl TraceReader {
         } else if unclosed && self.eof {
             // The stream ends cleanly between two chunks, but the writer
             // never closed the file (a gzip member boundary, a plain file).
-            (
-                0,
-                0,
-                "file that was not closed (its index has no end entry)",
-            )
+            (0, 0, Truncation::UNCLOSED)
         } else {
             return;
         };
@@ -461,6 +475,7 @@ impl TraceReader {
     /// later call returns `None`.
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>> {
+        self.waiting = false;
         match self.step() {
             Ok(step) => Ok(self.view(step)),
             Err(e) => {
@@ -477,6 +492,7 @@ impl TraceReader {
         &mut self,
         mut keep: impl FnMut(&Record<'_>) -> bool,
     ) -> Result<Option<Record<'_>>> {
+        self.waiting = false;
         loop {
             let step = match self.step() {
                 Ok(step) => step,
@@ -509,7 +525,7 @@ impl TraceReader {
     #[inline]
     fn view(&self, step: Step) -> Option<Record<'_>> {
         Some(match step {
-            Step::End => return None,
+            Step::End | Step::Waiting => return None,
             Step::Section => Record::Section(&self.section),
             Step::Interface => Record::Interface(self.interfaces.last()?),
             Step::Packet {
@@ -546,6 +562,9 @@ impl TraceReader {
     fn pcap_header(&mut self) -> Result<Step> {
         let avail = self.fill(pcap::FILE_HEADER_LEN)?;
         if avail < pcap::FILE_HEADER_LEN {
+            if self.waiting {
+                return Ok(Step::Waiting);
+            }
             self.finish(pcap::FILE_HEADER_LEN, avail, "pcap file header");
             return Ok(Step::End);
         }
@@ -575,6 +594,9 @@ impl TraceReader {
         if avail < HDR {
             avail = self.fill(HDR)?;
             if avail < HDR {
+                if self.waiting {
+                    return Ok(Step::Waiting);
+                }
                 self.finish(HDR, avail, "pcap record header");
                 return Ok(Step::End);
             }
@@ -586,6 +608,9 @@ impl TraceReader {
         if avail < total {
             avail = self.fill(total)?;
             if avail < total {
+                if self.waiting {
+                    return Ok(Step::Waiting);
+                }
                 self.finish(total, avail, "pcap record");
                 return Ok(Step::End);
             }
@@ -606,6 +631,9 @@ impl TraceReader {
         if avail < MIN_BLOCK_LEN {
             avail = self.fill(MIN_BLOCK_LEN)?;
             if avail < MIN_BLOCK_LEN {
+                if self.waiting {
+                    return Ok(Step::Waiting);
+                }
                 self.finish(MIN_BLOCK_LEN, avail, "pcapng block header");
                 return Ok(Step::End);
             }
@@ -625,6 +653,9 @@ impl TraceReader {
         if avail < total {
             avail = self.fill(total)?;
             if avail < total {
+                if self.waiting {
+                    return Ok(Step::Waiting);
+                }
                 self.finish(total, avail, "pcapng block");
                 return Ok(Step::End);
             }
@@ -712,6 +743,8 @@ impl TraceReader {
 #[derive(Clone)]
 enum Step {
     End,
+    /// The input has nothing for now (see [`TraceReader::is_waiting`]).
+    Waiting,
     Section,
     /// The last interface of the current section.
     Interface,
