@@ -1,8 +1,5 @@
-//! The delay line's CDF file parser on arbitrary bytes: points that rise
-//! and end at 1, or an error at a line and column that exist; never a
-//! panic (delay::profile::fuzz_check, which the test suite replays).
+//! The `delay_profile` target: see `fuzzing::delay_profile` (crates/fuzzing), which the test
+//! suite also replays over fuzz/corpus/delay_profile/ and fuzz/regressions/delay_profile/.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| delay::profile::fuzz_check(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzzing::delay_profile(data));

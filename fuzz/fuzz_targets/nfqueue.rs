@@ -1,8 +1,5 @@
-//! NFQUEUE netlink messages on arbitrary bytes: packets whose payloads lie
-//! inside the datagram, or an error; never a panic
-//! (capture::nfqueue::fuzz_check, which the test suite replays).
+//! The `nfqueue` target: see `fuzzing::nfqueue` (crates/fuzzing), which the test
+//! suite also replays over fuzz/corpus/nfqueue/ and fuzz/regressions/nfqueue/.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| capture::nfqueue::fuzz_check(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzzing::nfqueue(data));

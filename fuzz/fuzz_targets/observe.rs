@@ -1,8 +1,5 @@
-//! The web benchmark's server-side observer (ENMA's connection tracking) on
-//! arbitrary frames: no panic, and its counts stay consistent
-//! (webbench::observe::fuzz_check, which the test suite replays).
+//! The `observe` target: see `fuzzing::observe` (crates/fuzzing), which the test
+//! suite also replays over fuzz/corpus/observe/ and fuzz/regressions/observe/.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| webbench::observe::fuzz_check(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzzing::observe(data));

@@ -1,15 +1,5 @@
-//! Fuzzes the pcap path of `TraceReader`: plain bytes, no codec detection.
+//! The `pcap` target: see `fuzzing::pcap` (crates/fuzzing), which the test
+//! suite also replays over fuzz/corpus/pcap/ and fuzz/regressions/pcap/.
 #![no_main]
 
-use std::io::Cursor;
-
-use trace::TraceReader;
-
-#[path = "drain.rs"]
-mod drain;
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    if let Ok(r) = TraceReader::from_decompressed(Box::new(Cursor::new(data.to_vec()))) {
-        drain::drain(r);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzzing::pcap(data));

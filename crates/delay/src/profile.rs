@@ -169,11 +169,11 @@ impl Profile {
             place: path.display().to_string(),
             message: e.to_string(),
         })?;
-        let text = String::from_utf8(text).map_err(|e| ProfileError {
-            place: format!("{}: byte {}", path.display(), e.utf8_error().valid_up_to()),
-            message: "not UTF-8 text".into(),
+        let text = wire::text::utf8(&text).map_err(|e| ProfileError {
+            place: format!("{}:{}:{}", path.display(), e.line, e.column),
+            message: format!("not UTF-8 text (byte {:#04x})", e.byte),
         })?;
-        let points = parse_cdf(&text).map_err(|(line, col, message)| ProfileError {
+        let points = parse_cdf(text).map_err(|(line, col, message)| ProfileError {
             place: format!("{}:{line}:{col}", path.display()),
             message,
         })?;

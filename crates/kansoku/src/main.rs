@@ -32,6 +32,10 @@ use pipeline::{ErrorKind, Report};
 
 use crate::args::{Cli, Command};
 
+/// Words of a message longer than this are shortened (a bad input's token
+/// can be any length; file names are not this long).
+const MAX_WORD: usize = 200;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     signals::install();
@@ -56,13 +60,16 @@ fn main() -> ExitCode {
     let code = match result {
         Ok(report) => {
             for m in report.messages() {
-                eprintln!("kansoku: {m}");
+                eprintln!("kansoku: {}", pipeline::clip_long_words(&m, MAX_WORD));
             }
             report.exit_code()
         }
         Err(e) => {
             if e.kind != ErrorKind::BrokenPipe {
-                eprintln!("kansoku: {e}");
+                eprintln!(
+                    "kansoku: {}",
+                    pipeline::clip_long_words(&e.to_string(), MAX_WORD)
+                );
             }
             e.exit_code()
         }

@@ -685,3 +685,70 @@ fn a_corrupt_chunk_is_skipped_and_named_and_index_rebuilds_the_index() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("junk"), "{}", stderr(&out));
 }
+
+#[test]
+fn errors_say_where_shorten_long_tokens_and_refuse_empty_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n);
+    let code_and_err = |args: &[&str]| {
+        let out = run(args);
+        (out.status.code(), stderr(&out))
+    };
+    // A rule file with a byte that is not UTF-8 on its second line.
+    std::fs::write(d("bad.rules"), b"ip filter 1 pass * * tcp * 80\nip \xff\n").unwrap();
+    let (code, e) = code_and_err(&["filter", "lint", "--rules", p(&d("bad.rules"))]);
+    assert_eq!(code, Some(2));
+    assert!(
+        e.contains("bad.rules:2:4: not UTF-8 text (byte 0xff)"),
+        "{e}"
+    );
+    // A 100,000-character token is not echoed whole.
+    let long = "A".repeat(100_000);
+    std::fs::write(
+        d("long.rules"),
+        format!("ip filter 1 pass {long} * tcp * 80\n"),
+    )
+    .unwrap();
+    let (code, e) = code_and_err(&["filter", "lint", "--rules", p(&d("long.rules"))]);
+    assert_eq!(code, Some(2));
+    assert!(
+        e.len() < 1000 && e.contains("[100002 characters]"),
+        "{} bytes: {}",
+        e.len(),
+        &e[..e.len().min(300)]
+    );
+    // Empty inputs where something was expected.
+    std::fs::write(d("empty.rules"), "# nothing yet\n\n").unwrap();
+    let (code, e) = code_and_err(&["filter", "lint", "--rules", p(&d("empty.rules"))]);
+    assert_eq!(code, Some(2));
+    assert!(e.contains("no rules in the file"), "{e}");
+    std::fs::create_dir(d("none")).unwrap();
+    let (code, e) = code_and_err(&["profile", "--merge", p(&d("none"))]);
+    assert_eq!(code, Some(2));
+    assert!(e.contains("empty directory"), "{e}");
+
+    // A compressed trace cut short: the file offset and the decompressed one.
+    let t = d("t.pcap.zst");
+    run_ok(&["synth", "-c", "2000", "-w", p(&t), "--no-index"]);
+    let bytes = std::fs::read(&t).unwrap();
+    std::fs::write(&t, &bytes[..6767]).unwrap();
+    let (code, e) = code_and_err(&["read", "-r", p(&t)]);
+    assert_eq!(code, Some(1));
+    assert!(
+        e.contains("file offset 6767 (decompressed offset") && !e.contains("0 bytes needed"),
+        "{e}"
+    );
+    // Corrupt data in a stream without an index: where in the file.
+    let g = d("g.pcap.gz");
+    run_ok(&["synth", "-c", "2000", "-w", p(&g), "--no-index"]);
+    let mut bytes = std::fs::read(&g).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    std::fs::write(&g, &bytes).unwrap();
+    let (code, e) = code_and_err(&["read", "-r", p(&g)]);
+    assert_eq!(code, Some(2));
+    assert!(
+        e.contains("gzip stream: corrupt data near file offset"),
+        "{e}"
+    );
+}

@@ -142,6 +142,16 @@ pub fn write_error(path: &Path, e: trace::Error) -> Error {
     }
 }
 
+/// Reads a text file (rules, SA files, summaries): an error names the file,
+/// and the line and column of a byte that is not UTF-8.
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| Error::file(path, e))?;
+    match wire::text::utf8(&bytes) {
+        Ok(_) => Ok(String::from_utf8(bytes).unwrap_or_default()),
+        Err(e) => Err(Error::input(format!("{}:{e}", display_path(path)))),
+    }
+}
+
 /// How a path is named in messages (`-` is standard input or output).
 pub fn display_path(path: &Path) -> String {
     if path.as_os_str() == "-" {
@@ -151,4 +161,60 @@ pub fn display_path(path: &Path) -> String {
     }
 }
 
+/// A message with every run of more than `max` characters without
+/// whitespace shortened to its first `max / 2` characters and a count: a
+/// 100,000-character token in a bad input is not echoed whole. File names
+/// are far shorter than the limit the CLI uses (200).
+pub fn clip_long_words(message: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    let long = |w: &str| w.chars().count() > max;
+    if !message.split_whitespace().any(long) {
+        return std::borrow::Cow::Borrowed(message);
+    }
+    let mut out = String::with_capacity(message.len().min(4 * max));
+    let mut rest = message;
+    while !rest.is_empty() {
+        // Whitespace as it is, then one word.
+        let ws = rest.len() - rest.trim_start().len();
+        out.push_str(&rest[..ws]);
+        rest = &rest[ws..];
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let word = &rest[..end];
+        let n = word.chars().count();
+        if n > max {
+            out.extend(word.chars().take(max / 2));
+            out.push_str(&format!("…[{n} characters]"));
+        } else {
+            out.push_str(word);
+        }
+        rest = &rest[end..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod clip_tests {
+    use super::clip_long_words;
+
+    #[test]
+    fn long_words_are_shortened_and_the_rest_kept() {
+        let long = "A".repeat(100_000);
+        let m = format!("rules:1:18: expected a source address, found `{long}` here");
+        let c = clip_long_words(&m, 200);
+        assert!(c.len() < 400, "{}", c.len());
+        assert!(c.starts_with("rules:1:18: expected a source address, found `AAAA"));
+        assert!(
+            c.contains("…[100002 characters]") && c.ends_with(" here"),
+            "{c}"
+        );
+        // Short messages, and multi-byte text, come back as they were.
+        let m = "données: ligne 2: «héhé»  two  spaces";
+        assert_eq!(clip_long_words(m, 200), m);
+        let m = "é".repeat(300);
+        assert_eq!(
+            clip_long_words(&m, 200).chars().count(),
+            100 + "…[300 characters]".chars().count()
+        );
+    }
+}

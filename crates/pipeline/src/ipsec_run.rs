@@ -25,7 +25,7 @@ use crate::source::trace::TraceSource;
 /// or `ip xfrm state` output ([`ipsec::read_sa_file`]); errors as
 /// `FILE:LINE:COLUMN: what`.
 pub fn load_sa(path: &Path) -> Result<ipsec::Config> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    let text = crate::error::read_text(path)?;
     ipsec::read_sa_file(&text).map_err(|e| Error::input(format!("{}:{e}", display_path(path))))
 }
 

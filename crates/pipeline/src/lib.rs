@@ -34,7 +34,7 @@ pub mod stage;
 
 pub use capture::{run_lanes, CaptureReport, Lane};
 pub use chain::{Chain, ChainCounts};
-pub use error::{display_path, Error, ErrorKind, ExitCode, Result};
+pub use error::{clip_long_words, display_path, Error, ErrorKind, ExitCode, Result};
 pub use ipsec_run::{load_sa, Direction, IpsecCounts, IpsecRun};
 pub use packet::Frame;
 pub use report::{Drops, Report, Truncated};

@@ -49,6 +49,7 @@ pub mod null;
 mod slice;
 pub mod sll;
 pub mod tcp;
+pub mod text;
 pub mod udp;
 pub mod vlan;
 

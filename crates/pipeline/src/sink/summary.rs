@@ -210,6 +210,12 @@ pub fn summary_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.is_file())
                 .collect();
+            if v.is_empty() {
+                return Err(Error::input(format!(
+                    "{}: an empty directory, no summary files in it",
+                    display_path(p)
+                )));
+            }
             v.sort();
             files.extend(v);
         } else {
@@ -223,18 +229,20 @@ pub fn summary_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 pub fn read_summaries(inputs: &[PathBuf]) -> Result<Vec<Summary>> {
     let mut all = Vec::new();
     for f in summary_files(inputs)? {
-        let bytes = fs::read(&f).map_err(|e| Error::file(&f, e))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            Error::file(
-                &f,
-                format!(
-                    "byte {}: not UTF-8 text (expected an aguri summary)",
-                    e.utf8_error().valid_up_to()
-                ),
-            )
-        })?;
+        let text = crate::error::read_text(&f)?;
         let v = parse_summaries(&text)
             .map_err(|e| Error::input(format!("{}:{e}", display_path(&f))))?;
+        if v.is_empty() {
+            return Err(Error::input(format!(
+                "{}: no aguri summary in the file{}",
+                display_path(&f),
+                if text.trim().is_empty() {
+                    " (it is empty)"
+                } else {
+                    ""
+                }
+            )));
+        }
         all.extend(v);
     }
     Ok(all)

@@ -6,11 +6,19 @@ use std::path::Path;
 
 use filter::RuleSet;
 
-use crate::error::{display_path, Error, Result};
+use crate::error::{display_path, read_text, Error, Result};
 
 /// Reads and parses a rule file (the paper's syntax or ClassBench), with
 /// `FILE:LINE:COLUMN` errors.
 pub fn load_rules(path: &Path) -> Result<RuleSet> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
-    RuleSet::parse(&text).map_err(|e| Error::input(format!("{}:{e}", display_path(path))))
+    let text = read_text(path)?;
+    let rules =
+        RuleSet::parse(&text).map_err(|e| Error::input(format!("{}:{e}", display_path(path))))?;
+    if rules.is_empty() {
+        return Err(Error::input(format!(
+            "{}: no rules in the file (only blank lines and comments)",
+            display_path(path)
+        )));
+    }
+    Ok(rules)
 }

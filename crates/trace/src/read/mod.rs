@@ -54,6 +54,9 @@ const COMPRESSED_READ: usize = 128 << 10;
 #[derive(Debug, Default)]
 struct Progress {
     bytes: AtomicU64,
+    /// Of those, the bytes a decoder has taken (the rest is read ahead in
+    /// its buffer): where in the file it is, for messages.
+    consumed: AtomicU64,
     /// The underlying source (not a decoder) returned an error, so an error
     /// surfacing from a decoder is an I/O error, not corruption.
     io_failed: AtomicBool,
@@ -70,6 +73,35 @@ pub(crate) struct Checks {
     pub unclosed: AtomicBool,
     /// How far into the file the chunks decoded so far reach.
     pub file_offset: AtomicU64,
+}
+
+/// The buffer under a decoder, counting what the decoder consumes.
+struct Consumed<R> {
+    inner: BufReader<R>,
+    progress: Arc<Progress>,
+}
+
+impl<R: Read> Read for Consumed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress
+            .consumed
+            .fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl<R: Read> io::BufRead for Consumed<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.progress
+            .consumed
+            .fetch_add(n as u64, Ordering::Relaxed);
+        self.inner.consume(n);
+    }
 }
 
 struct Counted<R> {
@@ -211,7 +243,10 @@ impl TraceReader {
         if codec == Codec::None {
             return TraceReader::start(Box::new(counted), Codec::None, progress, head);
         }
-        let raw = BufReader::with_capacity(CHUNK, io::Cursor::new(head.to_vec()).chain(counted));
+        let raw = Consumed {
+            inner: BufReader::with_capacity(CHUNK, io::Cursor::new(head.to_vec()).chain(counted)),
+            progress: Arc::clone(&progress),
+        };
         let src: Box<dyn Read + Send> = match codec {
             Codec::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(raw)),
             Codec::Zstd => Box::new(
@@ -435,7 +470,15 @@ impl TraceReader {
         }
         Err(Error::Compression {
             codec: self.codec.name(),
-            what: e.to_string(),
+            what: format!(
+                "corrupt data near file offset {} (decompressed offset {}): {e}",
+                match &self.checks {
+                    // Past an index's chunks, how far the tail was read.
+                    Some(c) => c.file_offset.load(Ordering::Relaxed),
+                    None => self.progress.consumed.load(Ordering::Relaxed),
+                },
+                self.offset()
+            ),
         })
     }
 
