@@ -34,6 +34,15 @@ fn engine(path: &Path, cfg: &Config, legacy: bool) -> pipeline::Result<Engine> {
 
 fn over_trace(args: &IpsecTraceArgs, dir: Direction) -> pipeline::Result<Report> {
     let cfg = load_sa(&args.sa)?;
+    if cfg.sas.is_empty() {
+        // Every packet would go through as it was: not what a trace given
+        // an SA file to encapsulate or decapsulate with means. (A gateway
+        // without SAs is a plain TUN hop, the benchmarks' baseline.)
+        return Err(Error::input(format!(
+            "{}: no security associations in the file",
+            display_path(&args.sa)
+        )));
+    }
     let engine = engine(&args.sa, &cfg, args.legacy_per_packet_keys)?;
     let mut run: IpsecRun<TraceSink> = IpsecRun::new(engine, dir, args.out.write_sink()?);
     run.rejected = args

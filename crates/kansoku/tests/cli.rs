@@ -726,6 +726,19 @@ fn errors_say_where_shorten_long_tokens_and_refuse_empty_inputs() {
     let (code, e) = code_and_err(&["profile", "--merge", p(&d("none"))]);
     assert_eq!(code, Some(2));
     assert!(e.contains("empty directory"), "{e}");
+    std::fs::write(d("empty.sa"), "# setkey.conf, SAs to come\n").unwrap();
+    let (code, e) = code_and_err(&[
+        "ipsec",
+        "decap",
+        "-r",
+        "../../tests/data/lo-http-icmp.pcap",
+        "--sa",
+        p(&d("empty.sa")),
+        "-w",
+        p(&d("x.pcap")),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(e.contains("no security associations in the file"), "{e}");
 
     // A compressed trace cut short: the file offset and the decompressed one.
     let t = d("t.pcap.zst");
