@@ -174,7 +174,7 @@ wait $pid
 fn a_small_ring_and_a_slow_writer_report_every_drop() {
     let Some(dir) = netns_test(
         r#"
-$K capture -i kcb -B 1 --ring-block-kib 64 --queue-mib 1 --compress zstd --level 19 --block-size 4 \
+$K capture -i kcb -B 1 --ring-block-kib 64 --queue-mib 1 --compress zstd --level 19 --block-size 4 --compress-threads 1 \
     -w "$DIR/d.pcap.zst" --duration 6 --json > "$DIR/stats.json" 2> "$DIR/cap.err" || true &
 pid=$!
 wait_listening "$DIR/cap.err"

@@ -310,6 +310,9 @@ pub fn read_index(path: &Path) -> Result<Index> {
 pub struct IndexWriter {
     file: File,
     path: PathBuf,
+    /// Entries not yet written: appended in batches of
+    /// [`IndexWriter::BATCH`], not a `write` each.
+    pending: Vec<u8>,
 }
 
 impl IndexWriter {
@@ -322,21 +325,54 @@ impl IndexWriter {
         Ok(IndexWriter {
             file,
             path: path.to_path_buf(),
+            pending: Vec::with_capacity(IndexWriter::BATCH * ENTRY_LEN),
         })
     }
 
-    /// Appends one entry.
+    /// Entries gathered before they are written (4 KiB). A `write` per
+    /// entry made LZ4 writes of compressible traffic cost 25% more CPU
+    /// than without an index (a 64-byte system call for every 32 KiB
+    /// chunk). An index behind its file loses nothing: reads go on past
+    /// its last entry to the file's end, and one without an end entry says
+    /// the file was not closed. The writer flushes it at every idle flush
+    /// and at the end, and after every chunk when it syncs.
+    pub const BATCH: usize = 64;
+
+    /// Appends one entry; written with the batch it completes, or at the
+    /// next [`flush`](IndexWriter::flush).
     pub fn append(&mut self, e: &IndexEntry) -> Result<()> {
-        self.file
-            .write_all(&e.to_bytes())
-            .map_err(|err| Error::io(format!("writing {}", self.path.display()), err))
+        self.pending.extend_from_slice(&e.to_bytes());
+        if self.pending.len() >= IndexWriter::BATCH * ENTRY_LEN {
+            self.flush()?;
+        }
+        Ok(())
     }
 
-    /// Flushes the sidecar to disk.
+    /// Writes the entries appended so far.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let r = self.file.write_all(&self.pending);
+        self.pending.clear();
+        r.map_err(|err| Error::io(format!("writing {}", self.path.display()), err))
+    }
+
+    /// Writes the entries appended so far and flushes the sidecar to disk.
     pub fn sync(&mut self) -> Result<()> {
+        self.flush()?;
         self.file
             .sync_data()
             .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
+    }
+}
+
+impl Drop for IndexWriter {
+    /// The entries of chunks already in the file, as far as they go (a
+    /// writer dropped on an error); an error cannot be reported here, and
+    /// an index behind its file is read as such.
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
 

@@ -388,11 +388,12 @@ pub fn open_window_with(
         index_problem: None,
     };
     let checks = Arc::new(Checks::default());
-    // The index reaches the file's end, the read goes there, and the
-    // writer did not close the file: its end is a cut, even where the
-    // stream cannot tell (gzip between members, a plain file). With a tail
-    // the decoder judges the end; an LZ4 or zstd stream knows its own.
-    if tail == 0 && selected.last() == Some(&true) && !closed && index.version >= 2 {
+    // The read goes to the file's end (a tail past the index, or the last
+    // chunk) and the writer did not close the file (no end entry; the
+    // writer appends its entries in batches, so after a crash the index is
+    // usually behind the file): its end is a cut, even where the stream
+    // cannot tell (gzip between members, a plain file).
+    if (tail > 0 || selected.last() == Some(&true)) && !closed && index.version >= 2 {
         checks.unclosed.store(true, Ordering::Relaxed);
     }
     let chunks: VecDeque<Chunk> = entries

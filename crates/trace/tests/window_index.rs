@@ -177,3 +177,45 @@ proptest! {
         same_as_full(&path, since, until, &format!("{what}, trace cut to {keep} of {} bytes", bytes.len()));
     }
 }
+
+/// A writer killed between two batches of index entries leaves an index
+/// behind its file, with no end entry: every packet is still read (the
+/// entries, then the tail), and the file is said to be cut even where the
+/// stream ends cleanly (gzip members, a plain file), windowed or not.
+#[test]
+fn an_index_behind_its_file_reads_everything_and_says_the_file_was_not_closed() {
+    let pkts = trace(1500, 7, true);
+    for codec in [Codec::Gzip, Codec::None, Codec::Lz4, Codec::Zstd] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let cfg = WriterConfig {
+            codec,
+            nanos: true,
+            block_size: 4096,
+            ..WriterConfig::default()
+        };
+        write_file(&path, cfg, &pkts);
+        // The file as a kill after chunk 20 leaves it: the stream up to
+        // its last chunk's end (no LZ4 end mark, no zstd frame end), and
+        // the index's first batch of 10 entries.
+        let index = std::fs::read(index_path(&path)).unwrap();
+        let ix = trace::index::parse_index(&index, "t").unwrap();
+        let last = ix.entries.iter().rev().find(|e| !e.is_end()).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let stream_end = usize::try_from(last.comp_offset + last.comp_len).unwrap();
+        std::fs::write(&path, &bytes[..stream_end]).unwrap();
+        std::fs::write(index_path(&path), &index[..HEADER_LEN + 10 * ENTRY_LEN]).unwrap();
+        for (since, until) in [(None, None), (Some(T0 + 1_400_000_000), None)] {
+            let (r, ws) = open_window(&path, since, until).unwrap();
+            assert!(ws.indexed && ws.tail_bytes > 0, "{codec}: {ws:?}");
+            let (got, end) = read_to_end(r);
+            assert_eq!(
+                in_window(&got, since, None),
+                in_window(&pkts, since, None),
+                "{codec} from {since:?}"
+            );
+            let end = end.unwrap_or_default();
+            assert!(end.contains("cut short"), "{codec}: {end:?}");
+        }
+    }
+}

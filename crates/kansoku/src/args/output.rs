@@ -74,7 +74,7 @@ pub struct OutputArgs {
     /// Compression of the output file. Default: as the file's name says (x.pcap.lz4, .zst, .gz; x.pcap: none), else lz4.
     #[arg(long = "compress", value_enum)]
     pub compress: Option<CompressArg>,
-    /// Compression block (buffer) size in KiB, 4–64.
+    /// Compression block (buffer) size in KiB: 4–64, zstd 4–128. Default: 32, zstd 128 (its own block size).
     #[arg(long, value_name = "KIB")]
     pub block_size: Option<usize>,
     /// Compression level (zstd 1–22, gzip 0–9; ignored for lz4 and none).
@@ -173,9 +173,10 @@ impl OutputArgs {
             stream_checksums: self.checksums,
             ..WriterConfig::default()
         };
-        if let Some(kib) = self.block_size {
-            writer.block_size = kib.saturating_mul(1024);
-        }
+        writer.block_size = self.block_size.map_or_else(
+            || trace::write::default_block_size(writer.codec),
+            |kib| kib.saturating_mul(1024),
+        );
         Ok(TraceSettings {
             writer,
             compress_threads: self.compress_threads,
