@@ -104,14 +104,15 @@ fn seconds_to_duration(secs: f64) -> Result<Duration, String> {
     if secs < 0.0 {
         return Err("a negative delay".into());
     }
-    let d = Duration::from_secs_f64(secs);
-    if d > MAX_RTT {
-        return Err(format!(
+    // Checked before converting: from_secs_f64 panics past u64::MAX
+    // seconds (found by the delay_profile fuzz target: "1e210 1").
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if d <= MAX_RTT => Ok(d),
+        _ => Err(format!(
             "over the longest round trip, {}s",
             MAX_RTT.as_secs()
-        ));
+        )),
     }
-    Ok(d)
 }
 
 impl Profile {
@@ -448,6 +449,11 @@ mod tests {
         assert!(parse_duration("5m").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("2min").is_err());
         assert!(parse_duration("61s").unwrap_err().contains("longest"));
+        // Past u64::MAX seconds too (Duration::from_secs_f64 would panic).
+        assert!(parse_duration("1e300s").unwrap_err().contains("longest"));
+        let e = parse_cdf("1e210 0.5\n20 1\n").unwrap_err();
+        assert_eq!((e.0, e.1), (1, 1), "{e:?}");
+        assert!(e.2.contains("longest"), "{e:?}");
         assert!(parse_duration("nanms").is_err());
     }
 

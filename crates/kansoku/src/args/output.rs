@@ -102,7 +102,7 @@ pub struct OutputArgs {
     /// least this often while it flows, so a kill loses at most this long of input; 0: only full blocks.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0, value_parser = parse_idle)]
     pub idle_flush: f64,
-    /// Compression threads; the file is the same whatever the number. 1: blocks are compressed on the writing thread; N >= 2: by N threads while it goes on (zstd: by one, its blocks continue one frame). auto (default): 1 for lz4 and none, for zstd and gzip the cores less one, 1 to 4.
+    /// Compression threads; the file is the same whatever the number. 1: blocks are compressed on the writing thread; N >= 2: by N threads while it goes on (zstd: by one, its blocks continue one frame). auto (default): 1 for lz4 and none, for gzip the cores less one, 1 to 4, for zstd 2 where there are two cores (one compression thread beside the writing one, as zstd -1).
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = CompressThreads::parse)]
     pub compress_threads: CompressThreads,
 }
