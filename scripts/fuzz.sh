@@ -59,14 +59,14 @@ else
 fi
 
 mkdir -p target/fuzz-logs
-stamp=target/fuzz-logs/.start
 summary=()
 failed=0
 for t in "${run[@]}"; do
     work=target/fuzz-corpus/$t
     log=target/fuzz-logs/$t.log
     mkdir -p "$work" "artifacts/$t" "corpus/$t"
-    touch "$stamp"
+    # What libFuzzer writes this run is what was not there before it.
+    before=$(ls -1 "artifacts/$t")
     echo "== $t: ${secs}s (log: fuzz/$log)"
     status=0
     # -timeout: one input may take at most 20 s; -rss_limit_mb: 2 GiB.
@@ -77,8 +77,8 @@ for t in "${run[@]}"; do
     [ -n "$runs" ] || runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -n 1)
     # What libFuzzer wrote this run: crash-, leak-, timeout-, oom- inputs
     # (slow-unit- ones are only slow).
-    mapfile -t found < <(find "artifacts/$t" -maxdepth 1 -type f -newer "$stamp" \
-        \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
+    mapfile -t found < <(comm -13 <(printf '%s\n' "$before" | sort) <(ls -1 "artifacts/$t" | sort) |
+        grep -E '^(crash|leak|timeout|oom)-' | sed "s|^|artifacts/$t/|")
     if [ ${#found[@]} -gt 0 ]; then
         mkdir -p "regressions/$t"
         for f in "${found[@]}"; do
@@ -91,12 +91,13 @@ for t in "${run[@]}"; do
         echo "   cargo fuzz run failed (exit $status) without a failing input; see fuzz/$log" >&2
         tail -n 20 "$log" | sed 's/^/   /' >&2
         failed=1
+        found=(run-failed)
     fi
-    line=$(printf '%-16s runs %12s  failures %d' "$t" "${runs:-?}" "${#found[@]}")
+    line=$(printf '%-16s runs %12s  failures %s' "$t" "${runs:-?}" \
+        "$([ "${found[0]:-}" = run-failed ] && echo "run failed (exit $status)" || echo "${#found[@]}")")
     echo "   $line"
     summary+=("$line")
 done
-rm -f "$stamp"
 if [ ${#run[@]} -gt 1 ]; then
     echo "== summary (${secs}s per target)"
     printf '   %s\n' "${summary[@]}"

@@ -83,13 +83,14 @@ impl<W: Write> PacketSink for DiskSink<W> {
 }
 
 /// The writer's settings for codec `a.compress`: a pcap file without a
-/// seek index, in the default 32 KiB blocks, compression threads as
-/// `kansoku capture` picks them.
+/// seek index, block size and compression threads as `kansoku capture`
+/// picks them.
 fn writer_config(a: &CaptureWorkerArgs) -> WriterConfig {
     let codec = a.compress.codec();
     WriterConfig {
         codec,
         index: false,
+        block_size: trace::write::default_block_size(codec),
         threads: CompressThreads::Auto.resolve(codec),
         ..WriterConfig::default()
     }

@@ -158,7 +158,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     );
     let cfg = PipelineConfig {
         count: args.count,
-        duration: args.duration.map(Duration::from_secs_f64),
+        duration: args.duration,
         queue_bytes: args.queue_mib.saturating_mul(1 << 20),
         // The profiler closes its intervals on time even when traffic stops.
         heartbeat: args.profile.is_some().then_some(Duration::from_secs(1)),

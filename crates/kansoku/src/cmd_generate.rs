@@ -2,8 +2,6 @@
 //! interface at an exact packet rate, bit rate, or the trace's recorded
 //! timing (the pacing is `pipeline::sink::tx`).
 
-use std::time::Duration;
-
 use pipeline::sink::tx::{Pace, TxReport, TxSink};
 use pipeline::{Chain, Control, Error, Report, Stages, SynthSource, TraceSource};
 use serde::Serialize;
@@ -35,11 +33,7 @@ pub fn run(args: &GenerateArgs) -> pipeline::Result<Report> {
         (None, None, false) => Pace::TopSpeed,
         _ => return Err(Error::usage("--pps and --mbps must be positive numbers")),
     };
-    let deadline = match args.duration {
-        Some(d) if d.is_finite() && d >= 0.0 => Some(Duration::from_secs_f64(d)),
-        Some(_) => return Err(Error::usage("--duration must be a number of seconds")),
-        None => None,
-    };
+    let deadline = args.duration;
     // Open everything before the sender starts its clock.
     let replay = args.replay.as_deref().map(TraceSource::open).transpose()?;
     let synth = match replay {

@@ -1,9 +1,11 @@
 //! The seek index: a sidecar file `<trace path>.kidx` beside each trace.
 //!
 //! It lives outside the compressed stream because anything inside it (an LZ4
-//! or zstd skippable frame) makes tshark 4.0 stop reading. The writer appends
-//! one entry after each chunk it has written to the trace, so after a crash
-//! the index describes a prefix of the file; a torn last entry is ignored.
+//! or zstd skippable frame) makes tshark 4.0 stop reading. The writer makes
+//! one entry for each chunk it has written to the trace and appends them in
+//! batches ([`IndexWriter::BATCH`], and at every idle flush), always after
+//! the chunks they describe, so after a crash the index describes a prefix
+//! of the file; a torn last entry is ignored.
 //!
 //! # Layout (version 2, all integers little-endian)
 //!

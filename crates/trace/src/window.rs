@@ -53,6 +53,10 @@ struct Checked {
     end: u64,
     /// The index ends with an end entry: the file was closed.
     closed: bool,
+    /// Entries were left out for lying past the file's end: the file was
+    /// cut after they were written, not left by a writer that died (which
+    /// writes an entry only after its chunk).
+    past_end: bool,
 }
 
 /// What a windowed read touched.
@@ -89,6 +93,7 @@ fn check_index(
     let mut entries = Vec::with_capacity(index.entries.len());
     let (mut comp_end, mut decomp_end) = (None::<u64>, 0u64);
     let mut closed = false;
+    let mut past_end = false;
     for (i, e) in index.entries.iter().enumerate() {
         let Some(end) = e.comp_offset.checked_add(e.comp_len) else {
             return Err(format!(
@@ -116,6 +121,7 @@ fn check_index(
                     "its first chunk ends at file offset {end}, past the file's end ({file_len})"
                 ));
             }
+            past_end = true;
             break;
         }
         match comp_end {
@@ -196,6 +202,7 @@ fn check_index(
         entries,
         end: comp_end.unwrap_or(0),
         closed,
+        past_end,
     })
 }
 
@@ -341,6 +348,7 @@ pub fn open_window_with(
         entries,
         end: indexed_end,
         closed,
+        past_end,
     } = match check_index(&index, &file, file_len, lz4_sums) {
         Ok(c) => c,
         Err(why) => return full(Some(format!("{}: {why}", ipath.display()))),
@@ -388,12 +396,23 @@ pub fn open_window_with(
         index_problem: None,
     };
     let checks = Arc::new(Checks::default());
-    // The read goes to the file's end (a tail past the index, or the last
-    // chunk) and the writer did not close the file (no end entry; the
-    // writer appends its entries in batches, so after a crash the index is
-    // usually behind the file): its end is a cut, even where the stream
-    // cannot tell (gzip between members, a plain file).
-    if (tail > 0 || selected.last() == Some(&true)) && !closed && index.version >= 2 {
+    // The read goes to the file's end and the writer did not close the
+    // file (no end entry): its end is a cut, even where the stream cannot
+    // tell (gzip between members, a plain file). The writer appends its
+    // entries in batches, so after a crash the index is usually behind the
+    // file: a tail past it counts too for gzip and plain files. An LZ4 or
+    // zstd stream read into a tail judges its own end (its end mark), so a
+    // complete stream whose index lacks the end entry (`kansoku index` of
+    // a file with bytes past its frame, a kill between the end mark and
+    // the end entry) is not called cut. Nor is a file cut short after it
+    // was written (entries past its end): there the records judge.
+    let stream_cannot_tell = matches!(index.codec, Codec::Gzip | Codec::None);
+    let to_the_end = if tail > 0 {
+        stream_cannot_tell && !past_end
+    } else {
+        selected.last() == Some(&true)
+    };
+    if to_the_end && !closed && index.version >= 2 {
         checks.unclosed.store(true, Ordering::Relaxed);
     }
     let chunks: VecDeque<Chunk> = entries

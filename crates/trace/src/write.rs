@@ -133,10 +133,11 @@ pub const DEFAULT_BLOCK_SIZE: usize = 32 * 1024;
 /// zstd file takes and its default.
 ///
 /// A zstd chunk ends in a flush, which ends a block and builds its entropy
-/// tables anew; at 32 KiB that per-block work made a write of fixed-payload
-/// frames 1.39 times as long as `zstd -1`'s, which cuts 128 KiB blocks (CPU
-/// time on 100 MB: 62 ms at 32 KiB, 52 ms at 64 KiB, against the CLI's
-/// 59 ms single-threaded). A zstd frame is decoded from its start whatever
+/// tables anew; at 32 KiB that per-block work made a write of 100 MB of
+/// fixed-payload frames take 1.39 times as long as `zstd -1`'s, which cuts
+/// 128 KiB blocks (wall time, `bench/trace-integrity.sh`). CPU time of the
+/// same write: 62 ms at 32 KiB, 52 ms at 64 KiB, 47 ms at 128 KiB, against
+/// 57-59 ms of `zstd -1 --single-thread`. A zstd frame is decoded from its start whatever
 /// the chunks (a windowed read gains nothing from small ones) and a damaged
 /// chunk ends what can be read of it, so the larger chunk costs reading
 /// nothing; what a crash can lose is bounded by the idle flush.
@@ -323,7 +324,7 @@ struct ChunkMeta {
 /// - zstd's own threads (`ZSTD_c_nbWorkers`) parallelise jobs of at least
 ///   512 KiB, but every chunk ends with a flush, and `ZSTD_compressStream2`
 ///   returns from a flush only once everything given so far is compressed
-///   and written out: one 32 KiB job at a time, so no gain, and the crash
+///   and written out: one chunk's job (32 or 128 KiB) at a time, so no gain, and the crash
 ///   guarantee needs that flush per chunk.
 ///
 /// So a thread count above one moves zstd compression off the caller's

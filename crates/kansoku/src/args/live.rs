@@ -1,6 +1,7 @@
 //! `capture` and `generate`: the commands on a live interface.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
@@ -25,8 +26,8 @@ pub struct CaptureArgs {
     #[arg(short = 'c', value_name = "COUNT")]
     pub count: Option<u64>,
     /// Stop after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
     /// Drop root privileges to this user once the capture socket is open (as tcpdump -Z). Output files and
     /// --profile summaries are then created as USER, so their directory must be writable by USER.
     #[arg(short = 'Z', value_name = "USER")]
@@ -77,8 +78,8 @@ pub struct GenerateArgs {
     #[arg(short = 'c', long)]
     pub count: Option<u64>,
     /// Stop after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
     /// Send at this many packets per second.
     #[arg(long, conflicts_with = "mbps")]
     pub pps: Option<f64>,
@@ -100,4 +101,32 @@ pub struct GenerateArgs {
     /// Also write every frame sent, stamped with its send time, to -w FILE.
     #[command(flatten)]
     pub out: OutputArgs,
+}
+
+/// Seconds as a number (`2.5`), finite, from 0 to a year: a usage error,
+/// never a panic, otherwise (Duration::from_secs_f64 panics on
+/// `1e300`, `-1` and `NaN`).
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    const YEAR: f64 = 365.0 * 86400.0;
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=YEAR).contains(&v) => {
+            Duration::try_from_secs_f64(v).map_err(|e| format!("{s:?}: {e}"))
+        }
+        _ => Err(format!("{s:?}: a number of seconds from 0 to {YEAR}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_are_numbers_from_zero_to_a_year() {
+        assert_eq!(parse_seconds("2.5"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
+        for bad in ["-1", "NaN", "inf", "1e300", "1e8", "", "2s"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+    }
 }
