@@ -549,13 +549,19 @@ impl Observer {
         }
         // Connections still open: in progress from their SYN (or the
         // window's start) to the window's end or the last packet.
+        // They are all open together just before `until`, whether or not
+        // a bin was made there (bins are made by events, and a quiet
+        // stretch has none): the maximum is at least their number.
         let until = to.min(self.last_ns.max(from));
+        let mut open_here = 0u32;
         for f in self.flows.values() {
             let s = f.syn_ns.max(from);
             if s < until {
                 sum.in_progress_ns += u128::from(until - s);
+                open_here += 1;
             }
         }
+        sum.max_in_progress = sum.max_in_progress.max(open_here);
         let span = (to - from) as f64 / 1e9;
         let per = |x: u128| x as f64 / 1e9 / span;
         let arrival_rate = sum.arrivals as f64 / span;

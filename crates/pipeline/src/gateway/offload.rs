@@ -286,9 +286,13 @@ pub fn segment(
     let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
     let flags0 = pkt[t.ip + 13];
     if body.is_empty() {
-        // Nothing to cut: the checksum alone.
+        // Nothing to cut: the checksums alone, the IPv4 header's too, as
+        // for every cut segment (a GSO packet's may be left stale; found
+        // by the offload fuzz target).
         buf.clear();
         buf.extend_from_slice(pkt);
+        let len = buf.len();
+        t.set_len(buf, len);
         t.fill_checksum(buf);
         emit(buf);
         return Ok(1);
