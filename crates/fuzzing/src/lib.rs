@@ -270,6 +270,18 @@ pub fn headers(data: &[u8]) {
     src.close(&mut report);
 }
 
+/// What every SA reader must give: keys of the lengths their algorithms
+/// take, and an SPI outside the reserved 1-255.
+fn keys_fit(sa: &ipsec::Sa) {
+    if let Some((alg, key)) = &sa.enc {
+        assert!(alg.key_len_ok(key.len()), "{sa:?}");
+    }
+    if let Some((alg, key)) = &sa.auth {
+        assert_eq!(key.len(), alg.key_len(), "{sa:?}");
+    }
+    assert!(sa.spi >= 256, "{sa:?}");
+}
+
 /// The setkey parser on arbitrary text: a configuration or a located error,
 /// never a panic; every key it accepts has a length its algorithm takes.
 pub fn setkey(data: &[u8]) {
@@ -279,13 +291,7 @@ pub fn setkey(data: &[u8]) {
     match ipsec::parse_setkey(text) {
         Ok(c) => {
             for sa in &c.sas {
-                if let Some((alg, key)) = &sa.enc {
-                    assert!(alg.key_len_ok(key.len()));
-                }
-                if let Some((alg, key)) = &sa.auth {
-                    assert_eq!(key.len(), alg.key_len());
-                }
-                assert!(sa.spi >= 256);
+                keys_fit(sa);
             }
         }
         Err(e) => assert!(e.line >= 1 && e.column >= 1),
@@ -357,13 +363,7 @@ pub fn esp_sa(data: &[u8]) {
     match ipsec::parse_esp_sa(text) {
         Ok(sas) => {
             for sa in &sas {
-                if let Some((alg, key)) = &sa.enc {
-                    assert!(alg.key_len_ok(key.len()));
-                }
-                if let Some((alg, key)) = &sa.auth {
-                    assert_eq!(key.len(), alg.key_len());
-                }
-                assert!(sa.spi >= 256);
+                keys_fit(sa);
             }
             let written = ipsec::write_esp_sa(&sas);
             let again = ipsec::parse_esp_sa(&written).expect("what write_esp_sa writes reads back");
@@ -397,10 +397,7 @@ pub fn xfrm(data: &[u8]) {
                     (ipsec::Protocol::Ah, None) => assert!(sa.auth.is_some()),
                     _ => panic!("{sa:?}"),
                 }
-                if let Some((alg, key)) = &sa.auth {
-                    assert_eq!(key.len(), alg.key_len());
-                }
-                assert!(sa.spi >= 256);
+                keys_fit(sa);
             }
         }
         Err(e) => assert!(e.line >= 1 && e.column >= 1),

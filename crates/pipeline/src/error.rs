@@ -146,10 +146,10 @@ pub fn write_error(path: &Path, e: trace::Error) -> Error {
 /// and the line and column of a byte that is not UTF-8.
 pub fn read_text(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::file(path, e))?;
-    match wire::text::utf8(&bytes) {
-        Ok(_) => Ok(String::from_utf8(bytes).unwrap_or_default()),
-        Err(e) => Err(Error::input(format!("{}:{e}", display_path(path)))),
-    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = wire::text::NotUtf8::locate(e.as_bytes(), e.utf8_error().valid_up_to());
+        Error::input(format!("{}:{at}", display_path(path)))
+    })
 }
 
 /// How a path is named in messages (`-` is standard input or output).

@@ -4,8 +4,9 @@
 //! (never splitting a record) the block becomes a *chunk*: it is compressed,
 //! written to the sink in one `write`, and then described by one entry in
 //! the sidecar seek index ([`crate::index`]), whose entries are written in
-//! batches, at every [`TraceWriter::flush_block`] and at the end. Paper 000 found that compressing
-//! blocks of packets, not single packets, is what makes compression pay.
+//! batches, at every [`TraceWriter::flush_block`] and at the end. Paper 000
+//! found that compressing blocks of packets, not single packets, is what
+//! makes compression pay.
 //!
 //! Crash safety follows from that order: the file only ever grows by whole
 //! chunks, and each chunk is decodable once it is in the file (an LZ4 frame
@@ -137,10 +138,11 @@ pub const DEFAULT_BLOCK_SIZE: usize = 32 * 1024;
 /// fixed-payload frames take 1.39 times as long as `zstd -1`'s, which cuts
 /// 128 KiB blocks (wall time, `bench/trace-integrity.sh`). CPU time of the
 /// same write: 62 ms at 32 KiB, 52 ms at 64 KiB, 47 ms at 128 KiB, against
-/// 57-59 ms of `zstd -1 --single-thread`. A zstd frame is decoded from its start whatever
-/// the chunks (a windowed read gains nothing from small ones) and a damaged
-/// chunk ends what can be read of it, so the larger chunk costs reading
-/// nothing; what a crash can lose is bounded by the idle flush.
+/// 57-59 ms of `zstd -1 --single-thread`. A zstd frame is decoded from its
+/// start whatever the chunks (a windowed read gains nothing from small
+/// ones) and a damaged chunk ends what can be read of it, so the larger
+/// chunk costs reading nothing; what a crash can lose is bounded by the
+/// idle flush.
 pub const ZSTD_BLOCK_SIZE: usize = 128 * 1024;
 
 /// The block buffer a codec gets when none is asked for: [`ZSTD_BLOCK_SIZE`]
@@ -324,8 +326,8 @@ struct ChunkMeta {
 /// - zstd's own threads (`ZSTD_c_nbWorkers`) parallelise jobs of at least
 ///   512 KiB, but every chunk ends with a flush, and `ZSTD_compressStream2`
 ///   returns from a flush only once everything given so far is compressed
-///   and written out: one chunk's job (32 or 128 KiB) at a time, so no gain, and the crash
-///   guarantee needs that flush per chunk.
+///   and written out: one chunk's job (32 or 128 KiB) at a time, so no
+///   gain, and the crash guarantee needs that flush per chunk.
 ///
 /// So a thread count above one moves zstd compression off the caller's
 /// thread but gives it one core; for more than one core of compression,

@@ -564,6 +564,7 @@ impl Observer {
         sum.max_in_progress = sum.max_in_progress.max(open_here);
         let span = (to - from) as f64 / 1e9;
         let per = |x: u128| x as f64 / 1e9 / span;
+        let mean_in_progress = per(sum.in_progress_ns);
         let arrival_rate = sum.arrivals as f64 / span;
         let mean_lifetime = if sum.lifetimes > 0 {
             sum.lifetime_ns as f64 / sum.lifetimes as f64 / 1e9
@@ -575,7 +576,7 @@ impl Observer {
             seconds: span,
             arrivals: sum.arrivals,
             arrival_rate,
-            mean_in_progress: per(sum.in_progress_ns),
+            mean_in_progress,
             // The bins' maxima are counts taken at events, a lower bound;
             // with time running backwards between connections (two CPUs'
             // packets) a bin made before a connection's packets came in
@@ -583,7 +584,7 @@ impl Observer {
             // the larger (found by the observe fuzz target).
             max_in_progress: sum
                 .max_in_progress
-                .max((per(sum.in_progress_ns) - 1e-9).ceil().max(0.0) as u32),
+                .max((mean_in_progress - 1e-9).ceil().max(0.0) as u32),
             mean_time_wait: per(time_wait),
             closes: sum.closes,
             resets_by_server: sum.resets_by_server,

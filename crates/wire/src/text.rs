@@ -4,17 +4,7 @@
 /// The bytes of a text file as `&str`, or the 1-based line and column
 /// (in characters) of its first byte that is not UTF-8, with that byte.
 pub fn utf8(bytes: &[u8]) -> Result<&str, NotUtf8> {
-    core::str::from_utf8(bytes).map_err(|e| {
-        let at = e.valid_up_to();
-        // Everything before `at` is valid UTF-8.
-        let good = core::str::from_utf8(&bytes[..at]).unwrap_or_default();
-        let line_start = good.rfind('\n').map_or(0, |i| i + 1);
-        NotUtf8 {
-            line: good.matches('\n').count() + 1,
-            column: good[line_start..].chars().count() + 1,
-            byte: bytes[at],
-        }
-    })
+    core::str::from_utf8(bytes).map_err(|e| NotUtf8::locate(bytes, e.valid_up_to()))
 }
 
 /// Where a file stops being UTF-8 text.
@@ -24,6 +14,21 @@ pub struct NotUtf8 {
     pub column: usize,
     /// The first byte that is not part of a valid character.
     pub byte: u8,
+}
+
+impl NotUtf8 {
+    /// Where `bytes[at]` is, all before it being valid UTF-8 (a
+    /// `Utf8Error`'s `valid_up_to`): for a caller that validated the bytes
+    /// itself, as `String::from_utf8` does, so they are checked once.
+    pub fn locate(bytes: &[u8], at: usize) -> NotUtf8 {
+        let good = core::str::from_utf8(&bytes[..at]).unwrap_or_default();
+        let line_start = good.rfind('\n').map_or(0, |i| i + 1);
+        NotUtf8 {
+            line: good.matches('\n').count() + 1,
+            column: good[line_start..].chars().count() + 1,
+            byte: bytes[at],
+        }
+    }
 }
 
 impl core::fmt::Display for NotUtf8 {

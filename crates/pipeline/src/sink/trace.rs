@@ -58,13 +58,7 @@ impl CompressThreads {
             // Inline on 2 cores a write of 1518-byte frames took 1.15 times
             // as long as `zstd -1`'s; with the thread, 1.0 (fixed payload)
             // and 0.89 (random 64-byte frames).
-            (CompressThreads::Auto, Codec::Zstd) => {
-                if cores() >= 2 {
-                    2
-                } else {
-                    1
-                }
-            }
+            (CompressThreads::Auto, Codec::Zstd) => cores().min(2),
             (CompressThreads::Auto, Codec::Gzip) => cores().saturating_sub(1).clamp(1, 4),
         }
     }
