@@ -745,8 +745,17 @@ impl<W: Write> TraceWriter<W> {
     /// have finished are written, in order.
     fn flush_chunk(&mut self, len: usize) -> Result<()> {
         let mut c = std::mem::take(&mut self.chunk);
+        // The index checksum is taken here, on the writer's thread, while
+        // the chunk is still in this core's cache. With a zstd compression
+        // thread it was taken there, beside the encoding, and on
+        // fixed-payload frames (which compress so fast that the checksum is
+        // a tenth of that thread's work) the index made a write 12.8% slower
+        // than `--no-index`; here it costs what it saves the compression
+        // thread, which was the slower one (bench/trace-integrity.sh).
+        if self.index.is_some() {
+            c.crc = crate::index::chunk_checksum(&self.block[..len]);
+        }
         if self.pool.is_some() {
-            // The compression thread takes the checksum beside the encoding.
             let cap = self.cfg.block_size + 2048;
             let mut input = self.pool.as_mut().map_or_else(Vec::new, |p| p.buffer(cap));
             if len == self.block.len() {
@@ -759,9 +768,6 @@ impl<W: Write> TraceWriter<W> {
             }
             self.submit(Work::Chunk, input, c)?;
             return self.collect(false);
-        }
-        if self.index.is_some() {
-            c.crc = crate::index::chunk_checksum(&self.block[..len]);
         }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
@@ -825,7 +831,7 @@ impl<W: Write> TraceWriter<W> {
             last_ts: c.last_ts,
             packets: c.packets,
             flags,
-            crc: Some(rep.checksum.unwrap_or(c.crc)),
+            crc: Some(c.crc),
         };
         self.comp_offset += out.len() as u64;
         self.decomp_offset += len as u64;
@@ -881,7 +887,6 @@ impl<W: Write> TraceWriter<W> {
             work,
             input,
             out,
-            checksum: self.index.is_some(),
             meta: ChunkMeta { header_len, chunk },
         };
         match self.pool.as_mut() {

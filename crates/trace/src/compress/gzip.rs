@@ -103,7 +103,6 @@ impl GzipChunkEncoder {
         Ok(ChunkReport {
             blocks: 1,
             raw_blocks: u64::from(stored),
-            checksum: None,
         })
     }
 }

@@ -256,7 +256,6 @@ mod tests {
             ChunkReport {
                 blocks: 1,
                 raw_blocks: 1,
-                checksum: None
             }
         );
         assert_eq!(
@@ -269,7 +268,6 @@ mod tests {
             ChunkReport {
                 blocks: 2,
                 raw_blocks: 0,
-                checksum: None
             }
         );
         enc.finish(&mut out);

@@ -37,9 +37,6 @@ pub struct ChunkReport {
     pub blocks: u64,
     /// Of those, blocks stored uncompressed.
     pub raw_blocks: u64,
-    /// The index checksum of the chunk's plain bytes, when a compression
-    /// thread was asked to take it beside the encoding.
-    pub checksum: Option<u32>,
 }
 
 /// The default level of each codec when none is given.
@@ -134,7 +131,6 @@ impl ChunkEncoder {
                 Ok(ChunkReport {
                     blocks: 1,
                     raw_blocks: 1,
-                    checksum: None,
                 })
             }
             ChunkEncoder::Lz4(e) => Ok(e.encode_chunk(chunk, out)),

@@ -59,7 +59,6 @@ impl ZstdChunkEncoder {
                 return Ok(ChunkReport {
                     blocks: 1,
                     raw_blocks: 0,
-                    checksum: None,
                 });
             }
         }
