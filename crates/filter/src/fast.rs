@@ -1,6 +1,9 @@
-//! The fast engine: a HyperSplit decision tree (Qi, Xu, Yang, Li, Li:
-//! "Packet Classification Algorithms: From Theory to Practice", INFOCOM 2009),
-//! walked for many packets at once.
+//! The fast engine: the rules split into a few groups by which address and
+//! port fields they fix (as CutSplit does), a HyperSplit decision tree per
+//! group (Qi, Xu, Yang, Li, Li: "Packet Classification Algorithms: From
+//! Theory to Practice", INFOCOM 2009), walked for many packets at once; the
+//! first match is the smallest rule index any tree finds, and a tree whose
+//! smallest index cannot beat a packet's match so far is skipped.
 //!
 //! Every rule is a box in a D-dimensional space of 32-bit fields. An IPv4
 //! packet has five: source, destination, source port, destination port, and
@@ -12,15 +15,15 @@
 //!
 //! Build: each node holds the rules that overlap its region, in priority
 //! order. Rules after the first one that covers the whole region can never
-//! win there and are dropped (this alone prunes most of the replication of
-//! wildcard-heavy sets). A node with at most `BINTH` rules becomes a leaf;
+//! win there and are dropped (this prunes some of the replication of
+//! wildcard-heavy sets; the split into groups does the rest). A node with at most `BINTH` rules becomes a leaf;
 //! otherwise HyperSplit's heuristic picks the dimension whose elementary
 //! segments carry the fewest rules on average and cuts it in two at the
 //! segment where half the rule-segment weight lies, so the tree stays
 //! balanced in the rules rather than in the address space.
 //!
-//! Lookup cost model: one dependent load and one compare per tree level
-//! (about 20–30 levels at 10K rules), then a scan of at most `BINTH` boxes.
+//! Lookup cost model: per tree, one dependent load and one compare per level
+//! (11-20 levels at 10K-100K rules), then a scan of at most `BINTH` boxes.
 //! The dependent loads are latency-bound, so [`Fast::classify_batch`] walks
 //! `LANES` packets in lockstep: their loads overlap and the walk runs at
 //! memory-level parallelism rather than at one miss per level.
@@ -39,6 +42,13 @@ const LANES: usize = 16;
 const MAX_LEAF_RULES: usize = 2_000_000;
 /// Marks a leaf in `Node::dim`.
 const LEAF: u32 = u32::MAX;
+/// An empty leaf: where a key that skips a tree waits.
+const PASSED: Node = Node {
+    dim: LEAF,
+    pt: 0,
+    left: 0,
+    right: 0,
+};
 
 #[derive(Clone, Copy, Debug)]
 struct Node {
@@ -80,29 +90,27 @@ struct Tree<const D: usize> {
     nodes: Vec<Node>,
     leaf_rules: Vec<LeafRule<D>>,
     depth: usize,
+    /// The smallest rule index in the tree (`u32::MAX` when empty): a
+    /// packet that already matched a smaller one skips the tree.
+    min_index: u32,
 }
 
 impl<const D: usize> Tree<D> {
-    fn build(boxes: Vec<LeafRule<D>>) -> Tree<D> {
-        let mut b = Builder {
-            boxes: &boxes,
-            tree: Tree {
-                nodes: Vec::new(),
-                leaf_rules: Vec::new(),
-                depth: 0,
-            },
-        };
-        let all: Vec<u32> = (0..boxes.len() as u32).collect();
-        b.tree.nodes.push(Node {
-            dim: LEAF,
-            pt: 0,
-            left: 0,
-            right: 0,
-        });
-        b.build(0, all, [0; D], [u32::MAX; D], 1);
-        b.tree.nodes.shrink_to_fit();
-        b.tree.leaf_rules.shrink_to_fit();
+    /// The tree of `boxes` (in priority order), its leaf copies capped at
+    /// [`MAX_LEAF_RULES`].
+    fn build(boxes: &[LeafRule<D>]) -> Tree<D> {
+        let mut b = Builder::new(boxes, usize::MAX);
+        b.run();
         b.tree
+    }
+
+    /// The tree of `boxes`, or `None` as soon as its leaves would hold more
+    /// than `budget` rule copies (the build stops there, so a failed
+    /// attempt costs about as much as the budget).
+    fn build_within(boxes: &[LeafRule<D>], budget: usize) -> Option<Tree<D>> {
+        let mut b = Builder::new(boxes, budget);
+        b.run();
+        (!b.over).then_some(b.tree)
     }
 
     /// The child of internal node `node` that `k` goes to. The children are
@@ -135,10 +143,23 @@ impl<const D: usize> Tree<D> {
         self.scan(self.leaf_of(k), k)
     }
 
-    /// Walks up to `LANES` keys down the tree together.
+    /// Walks up to `LANES` keys down the tree together. `out` holds each
+    /// key's best (smallest) match so far, lowered where this tree has a
+    /// better one; keys whose match beats every rule here stay at the root.
     fn classify_lanes(&self, keys: &[[u32; D]], out: &mut [Option<u32>]) {
-        let mut at = [self.nodes[0]; LANES];
         let n = keys.len().min(LANES).min(out.len());
+        let mut at = [self.nodes[0]; LANES];
+        let mut any = false;
+        for j in 0..n {
+            if out[j].is_some_and(|m| m < self.min_index) {
+                at[j] = PASSED;
+            } else {
+                any = true;
+            }
+        }
+        if !any {
+            return;
+        }
         loop {
             let mut moving = false;
             for j in 0..n {
@@ -153,7 +174,11 @@ impl<const D: usize> Tree<D> {
             }
         }
         for j in 0..n {
-            out[j] = self.scan(at[j], &keys[j]);
+            if let Some(m) = self.scan(at[j], &keys[j]) {
+                if out[j].is_none_or(|b| m < b) {
+                    out[j] = Some(m);
+                }
+            }
         }
     }
 
@@ -165,13 +190,45 @@ impl<const D: usize> Tree<D> {
 
 struct Builder<'a, const D: usize> {
     boxes: &'a [LeafRule<D>],
+    /// Most leaf rule copies before the build gives up.
+    budget: usize,
+    /// The budget was exceeded: the tree is incomplete.
+    over: bool,
     tree: Tree<D>,
+}
+
+impl<'a, const D: usize> Builder<'a, D> {
+    fn new(boxes: &'a [LeafRule<D>], budget: usize) -> Builder<'a, D> {
+        Builder {
+            boxes,
+            budget,
+            over: false,
+            tree: Tree {
+                nodes: Vec::new(),
+                leaf_rules: Vec::new(),
+                depth: 0,
+                min_index: boxes.iter().map(|b| b.index).min().unwrap_or(u32::MAX),
+            },
+        }
+    }
+
+    /// Builds the whole tree from the root (a leaf until built).
+    fn run(&mut self) {
+        let all: Vec<u32> = (0..self.boxes.len() as u32).collect();
+        self.tree.nodes.push(PASSED);
+        self.build(0, all, [0; D], [u32::MAX; D], 1);
+        self.tree.nodes.shrink_to_fit();
+        self.tree.leaf_rules.shrink_to_fit();
+    }
 }
 
 impl<const D: usize> Builder<'_, D> {
     /// Fills node `at` with the tree for `rules` (in priority order) inside
     /// the region `lo..=hi`.
     fn build(&mut self, at: usize, mut rules: Vec<u32>, lo: [u32; D], hi: [u32; D], depth: usize) {
+        if self.over {
+            return;
+        }
         self.tree.depth = self.tree.depth.max(depth);
         // Rules after one that covers the whole region never win in it.
         if let Some(first) = rules.iter().position(|&r| {
@@ -187,6 +244,10 @@ impl<const D: usize> Builder<'_, D> {
                 self.choose_split(&rules, &lo, &hi)
             };
         let Some((dim, pt)) = split else {
+            if self.tree.leaf_rules.len() + rules.len() > self.budget {
+                self.over = true;
+                return;
+            }
             let start = self.tree.leaf_rules.len() as u32;
             self.tree
                 .leaf_rules
@@ -432,11 +493,196 @@ fn v6_key(k: &PacketKey) -> Option<[u32; V6_DIMS]> {
     }
 }
 
-/// The fast engine: one HyperSplit tree per address family.
+/// The first match among `trees` (sorted by their smallest rule index).
+#[inline]
+fn classify_in<const D: usize>(trees: &[Tree<D>], k: &[u32; D]) -> Option<u32> {
+    let mut best: Option<u32> = None;
+    for t in trees {
+        if best.is_some_and(|b| b < t.min_index) {
+            break;
+        }
+        if let Some(m) = t.classify(k) {
+            best = Some(best.map_or(m, |b| b.min(m)));
+        }
+    }
+    best
+}
+
+/// Where an address family's fields lie among a box's dimensions.
+struct Fields {
+    /// The source and destination address, most significant word first.
+    src: core::ops::Range<usize>,
+    dst: core::ops::Range<usize>,
+    src_port: usize,
+    dst_port: usize,
+    /// Leading fixed bits that make an address narrow at the first split:
+    /// half the address.
+    narrow: u32,
+}
+
+const V4_FIELDS: Fields = Fields {
+    src: 0..1,
+    dst: 1..2,
+    src_port: 2,
+    dst_port: 3,
+    narrow: 16,
+};
+
+const V6_FIELDS: Fields = Fields {
+    src: 0..4,
+    dst: 4..8,
+    src_port: 8,
+    dst_port: 9,
+    narrow: 64,
+};
+
+/// A field a group of rules is split by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Src,
+    Dst,
+    SrcPort,
+    DstPort,
+}
+
+impl Fields {
+    /// The leading bits a box fixes in `field` (a prefix's length; for a
+    /// port range, the bits its two ends share).
+    fn fixed_bits<const D: usize>(&self, b: &LeafRule<D>, field: Field) -> u32 {
+        let dims = match field {
+            Field::Src => self.src.clone(),
+            Field::Dst => self.dst.clone(),
+            Field::SrcPort => self.src_port..self.src_port + 1,
+            Field::DstPort => self.dst_port..self.dst_port + 1,
+        };
+        let ports = matches!(field, Field::SrcPort | Field::DstPort);
+        let mut bits = 0;
+        for d in dims {
+            let x = b.lo[d] ^ b.hi[d];
+            bits += x.leading_zeros();
+            if x != 0 {
+                break;
+            }
+        }
+        // Ports are 16-bit values in 32-bit dimensions.
+        if ports {
+            bits.saturating_sub(16)
+        } else {
+            bits
+        }
+    }
+
+    /// The splits tried, in order, on a group whose tree outgrows its
+    /// budget: addresses at half their length (CutSplit's "small" fields),
+    /// then at a quarter, exact ports, then at three quarters.
+    fn candidates(&self) -> [(Field, u32); 8] {
+        let n = self.narrow;
+        [
+            (Field::Src, n),
+            (Field::Dst, n),
+            (Field::Src, n / 2),
+            (Field::Dst, n / 2),
+            (Field::DstPort, 16),
+            (Field::SrcPort, 16),
+            (Field::Src, n + n / 2),
+            (Field::Dst, n + n / 2),
+        ]
+    }
+}
+
+/// Leaf rule copies a group's tree may hold before the group is split
+/// further: `per_rule` for each of its rules plus `base`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitBudget {
+    pub per_rule: usize,
+    pub base: usize,
+}
+
+impl SplitBudget {
+    /// 4 copies a rule plus 4,096: on the ClassBench sets budgets from 2 to
+    /// 16 copies a rule gave the same groups but for fw1_1k and acl4_10k,
+    /// within 10% in speed; the base keeps small groups in one tree.
+    pub const DEFAULT: SplitBudget = SplitBudget {
+        per_rule: 4,
+        base: 4096,
+    };
+
+    fn of(&self, rules: usize) -> usize {
+        self.per_rule
+            .saturating_mul(rules)
+            .saturating_add(self.base)
+    }
+}
+/// Splits deeper than this give up and build a (capped) tree as it comes.
+const MAX_SPLITS: usize = 6;
+
+/// Splits the boxes into groups by which fields they fix, and builds each
+/// group's tree, sorted by smallest rule index.
+///
+/// One HyperSplit tree over a whole firewall-style set replicates every
+/// rule that is wide in the dimension cut across the cut: 10K-rule sets
+/// made trees of two million leaf copies (the cap) and 300-1,000 ns
+/// lookups. Rules that fix many leading bits of a field never straddle a
+/// cut of that field at that depth, so a tree over a group of such rules
+/// cuts it without copying them. As CutSplit (Li et al., INFOCOM 2018)
+/// does, the rules are first split by whether the source address fixes
+/// half its bits, the rest by the destination; a group whose tree then
+/// still outgrows its budget is split again by the next field and
+/// threshold in [`Fields::candidates`] that divides it, down to
+/// [`MAX_SPLITS`]. On the ClassBench sets this gives 2-5 trees and at most
+/// 1.1 leaf copies per rule (`ARCHITECTURE.md` has the figures).
+fn decompose<const D: usize>(
+    boxes: Vec<LeafRule<D>>,
+    f: &Fields,
+    budget: SplitBudget,
+) -> Vec<Tree<D>> {
+    let mut trees = Vec::new();
+    split_group(boxes, f, budget, 0, &mut trees);
+    if trees.is_empty() {
+        trees.push(Tree::build(&[]));
+    }
+    trees.sort_by_key(|t| t.min_index);
+    trees
+}
+
+/// Builds `boxes` into one tree if it fits its budget (the top level always
+/// splits), else splits the group by the first candidate that divides it.
+fn split_group<const D: usize>(
+    boxes: Vec<LeafRule<D>>,
+    f: &Fields,
+    budget: SplitBudget,
+    level: usize,
+    out: &mut Vec<Tree<D>>,
+) {
+    if boxes.is_empty() {
+        return;
+    }
+    if level > 0 {
+        if let Some(t) = Tree::build_within(&boxes, budget.of(boxes.len())) {
+            out.push(t);
+            return;
+        }
+    }
+    if level < MAX_SPLITS {
+        for (field, bits) in f.candidates() {
+            let (narrow, wide): (Vec<_>, Vec<_>) =
+                boxes.iter().partition(|b| f.fixed_bits(*b, field) >= bits);
+            if !narrow.is_empty() && !wide.is_empty() {
+                split_group(narrow, f, budget, level + 1, out);
+                split_group(wide, f, budget, level + 1, out);
+                return;
+            }
+        }
+    }
+    out.push(Tree::build(&boxes));
+}
+
+/// The fast engine: per address family, a few HyperSplit trees over groups
+/// of rules (see [`decompose`]).
 #[derive(Clone, Debug)]
 pub struct Fast {
-    v4: Tree<V4_DIMS>,
-    v6: Tree<V6_DIMS>,
+    v4: Vec<Tree<V4_DIMS>>,
+    v6: Vec<Tree<V6_DIMS>>,
     /// Keys whose source and destination are of different families cannot
     /// come off the wire; they are answered by a plain scan.
     rules: Vec<Rule>,
@@ -445,27 +691,47 @@ pub struct Fast {
 /// The shape of a built tree, for reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TreeStats {
+    /// Trees the rules were split into.
+    pub trees: usize,
     pub nodes: usize,
     pub leaf_rules: usize,
+    /// The deepest tree's depth.
     pub depth: usize,
+}
+
+impl TreeStats {
+    fn of<const D: usize>(trees: &[Tree<D>]) -> TreeStats {
+        TreeStats {
+            trees: trees.len(),
+            nodes: trees.iter().map(|t| t.nodes.len()).sum(),
+            leaf_rules: trees.iter().map(|t| t.leaf_rules.len()).sum(),
+            depth: trees.iter().map(|t| t.depth).max().unwrap_or(0),
+        }
+    }
 }
 
 impl Fast {
     /// `rules` in evaluation order.
     pub fn new(rules: &[Rule]) -> Fast {
-        let v4 = rules
+        Fast::with_budget(rules, SplitBudget::DEFAULT)
+    }
+
+    /// The engine with another split budget: smaller budgets split the rules
+    /// into more groups (the tests use them to reach every split).
+    pub fn with_budget(rules: &[Rule], budget: SplitBudget) -> Fast {
+        let v4: Vec<_> = rules
             .iter()
             .enumerate()
             .filter_map(|(i, r)| v4_box(r, i))
             .collect();
-        let v6 = rules
+        let v6: Vec<_> = rules
             .iter()
             .enumerate()
             .filter_map(|(i, r)| v6_box(r, i))
             .collect();
         Fast {
-            v4: Tree::build(v4),
-            v6: Tree::build(v6),
+            v4: decompose(v4, &V4_FIELDS, budget),
+            v6: decompose(v6, &V6_FIELDS, budget),
             rules: rules.to_vec(),
         }
     }
@@ -474,9 +740,9 @@ impl Fast {
     #[inline]
     pub fn classify(&self, key: &PacketKey) -> Option<u32> {
         if let Some(k) = v4_key(key) {
-            self.v4.classify(&k)
+            classify_in(&self.v4, &k)
         } else if let Some(k) = v6_key(key) {
-            self.v6.classify(&k)
+            classify_in(&self.v6, &k)
         } else {
             self.rules
                 .iter()
@@ -497,7 +763,10 @@ impl Fast {
                      lane_pos: &[usize; LANES],
                      lane_out: &mut [Option<u32>; LANES],
                      out: &mut [Option<u32>]| {
-            self.v4.classify_lanes(&lane_keys[..n], &mut lane_out[..n]);
+            lane_out[..n].fill(None);
+            for t in &self.v4 {
+                t.classify_lanes(&lane_keys[..n], &mut lane_out[..n]);
+            }
             for j in 0..n {
                 if let Some(slot) = out.get_mut(lane_pos[j]) {
                     *slot = lane_out[j];
@@ -523,25 +792,14 @@ impl Fast {
 
     /// Bytes of heap this engine holds.
     pub fn memory_bytes(&self) -> usize {
-        self.v4.memory_bytes()
-            + self.v6.memory_bytes()
+        self.v4.iter().map(Tree::memory_bytes).sum::<usize>()
+            + self.v6.iter().map(Tree::memory_bytes).sum::<usize>()
             + self.rules.capacity() * core::mem::size_of::<Rule>()
     }
 
     /// Node count, leaf rule copies and depth of the IPv4 and IPv6 trees.
     pub fn stats(&self) -> [TreeStats; 2] {
-        [
-            TreeStats {
-                nodes: self.v4.nodes.len(),
-                leaf_rules: self.v4.leaf_rules.len(),
-                depth: self.v4.depth,
-            },
-            TreeStats {
-                nodes: self.v6.nodes.len(),
-                leaf_rules: self.v6.leaf_rules.len(),
-                depth: self.v6.depth,
-            },
-        ]
+        [TreeStats::of(&self.v4), TreeStats::of(&self.v6)]
     }
 }
 

@@ -6,8 +6,9 @@
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use filter::fast::SplitBudget;
 use filter::{
-    Action, AddrMatch, Engine, EngineKind, PacketKey, PortRange, ProtoMatch, Rule, RuleSet,
+    Action, AddrMatch, Engine, EngineKind, Fast, PacketKey, PortRange, ProtoMatch, Rule, RuleSet,
 };
 use proptest::prelude::*;
 
@@ -177,16 +178,24 @@ proptest! {
         let set = RuleSet::from_rules(rules);
         let linear = Engine::build(EngineKind::Linear, &set);
         let fast = Engine::build(EngineKind::Fast, &set);
+        // No budget: every group is split as far as the candidates go.
+        let split = Fast::with_budget(set.rules(), SplitBudget { per_rule: 0, base: 0 });
         let keys: Vec<PacketKey> = packets
             .iter()
             .map(|&(pick, j, proto, flags, v6)| packet_near(set.rules(), pick, j.map(|x| x % 3), proto, flags, v6))
             .collect();
         let mut batch = vec![None; keys.len()];
         fast.classify_batch(&keys, &mut batch);
+        let mut split_batch = vec![None; keys.len()];
+        split.classify_batch(&keys, &mut split_batch);
+        for (k, (b, w)) in keys.iter().zip(split_batch.iter().zip(&batch)) {
+            prop_assert_eq!(b, w, "batched packet {} (split engine)", k);
+        }
         for (k, b) in keys.iter().zip(&batch) {
             let want = linear.classify(k);
             prop_assert_eq!(fast.classify(k), want, "packet {}", k);
             prop_assert_eq!(*b, want, "batched packet {}", k);
+            prop_assert_eq!(split.classify(k), want, "packet {} (split engine)", k);
         }
     }
 }
