@@ -5,7 +5,8 @@
 # tests' independent stack, from PyPI), and the unmodified programs the IPsec gateway's end-to-end test runs
 # through it: curl, python3 (its http.server) and iperf3; iptables and openssl for kansoku delay; nginx for webbench's HTTP/2; and for `kansoku bench ipsec --part link`,
 # boringtun-cli (a userspace WireGuard tunnel, built from crates.io into ~/.cargo/bin) and wg
-# (wireguard-tools, which keys it), the tunnel the bench runs beside kansoku's.
+# (wireguard-tools, which keys it), the tunnel the bench runs beside kansoku's; dpdk-dev for DPDK's ACL
+# (`kansoku bench filter --peer dpdk`).
 # (Plots need no font package: DejaVu Sans is embedded from the dejavu crate.)
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
@@ -33,6 +34,9 @@ command -v nginx >/dev/null 2>&1 || need+=(nginx-light)
 command -v apache2 >/dev/null 2>&1 || need+=(apache2)
 command -v httperf >/dev/null 2>&1 || need+=(httperf)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+# kansoku bench filter --peer dpdk: DPDK's ACL library through dpdk-test-acl
+# (Debian's dpdk-dev), measured on the same rules and headers.
+command -v dpdk-test-acl >/dev/null 2>&1 || need+=(dpdk-dev)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: need root to install: ${need[*]}" >&2

@@ -42,11 +42,20 @@ pub enum BenchCommand {
 #[derive(Debug, Args)]
 pub struct BenchFilterArgs {
     /// Rule files (repeat); each is paired with the --trace of the same position, or with the only one.
-    #[arg(long, value_name = "FILE", required = true)]
+    /// A directory stands for every NAME.rules in it, each with its NAME.trace.zst (or NAME.trace).
+    #[arg(long, value_name = "FILE|DIR", required = true)]
     pub rules: Vec<PathBuf>,
     /// Header traces (ClassBench format, plain or zstd) or packet traces (pcap/pcapng).
-    #[arg(long, value_name = "FILE", required = true)]
+    #[arg(long, value_name = "FILE")]
     pub trace: Vec<PathBuf>,
+    /// Measure a peer on the same rules and headers, its figures beside kansoku's: `dpdk`, DPDK's
+    /// ACL library through dpdk-test-acl (ClassBench rule files, IPv4 headers).
+    #[arg(long, value_enum)]
+    pub peer: Option<FilterPeer>,
+    /// Seconds the linear engine (the baseline) may take per rule set; when a pass over the whole
+    /// trace would take longer, it classifies an evenly spaced sample, and the output says so.
+    #[arg(long, default_value_t = 10.0, value_parser = seconds)]
+    pub linear_seconds: f64,
     /// Rule-set sizes for the paper's model fit: the first N rules of the first rule file, against its trace.
     #[arg(long, value_delimiter = ',', default_value = "2,9,18,35,71")]
     pub paper_sizes: Vec<usize>,
@@ -59,6 +68,12 @@ pub struct BenchFilterArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A filter engine measured beside kansoku's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FilterPeer {
+    Dpdk,
 }
 
 /// `kansoku bench disk`: sequential write throughput of a directory's file system.

@@ -16,7 +16,10 @@ use pipeline::source::headers::read_all;
 use pipeline::{display_path, load_rules, Error, Report, Result};
 use serde_json::{json, Value};
 
-use crate::args::BenchFilterArgs;
+use std::path::PathBuf;
+
+use crate::args::{BenchFilterArgs, FilterPeer};
+use crate::dpdk_acl;
 use crate::table::{self, Align};
 
 /// The CPU clock from /proc/cpuinfo, in GHz, to turn ns into cycles.
@@ -76,59 +79,167 @@ struct PaperPoint {
     ns: [f64; 2],
 }
 
-/// `kansoku bench filter`: one table row per engine and (rules, trace)
-/// pair as it is measured, then the model's fit (and JSON of both with
-/// `--json`), to `out`.
-pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
-    if args.trace.len() != 1 && args.trace.len() != args.rules.len() {
+/// The (rules, trace) pairs of a run: files paired by position (or with the
+/// only trace), directories expanded to their `NAME.rules` with
+/// `NAME.trace.zst` or `NAME.trace`.
+fn pairs(args: &BenchFilterArgs) -> Result<Vec<(PathBuf, PathBuf)>> {
+    let files: Vec<&PathBuf> = args.rules.iter().filter(|p| !p.is_dir()).collect();
+    if !files.is_empty() && args.trace.len() != 1 && args.trace.len() != files.len() {
         return Err(Error::usage(
-            "give one --trace for all --rules, or one per --rules",
+            "give one --trace for all rule files, or one per rule file (a --rules directory pairs \
+             NAME.rules with NAME.trace.zst itself)",
         ));
     }
+    if files.is_empty() && !args.trace.is_empty() {
+        return Err(Error::usage(
+            "--trace goes with rule files; a --rules directory pairs NAME.rules with NAME.trace.zst",
+        ));
+    }
+    let mut out = Vec::new();
+    let mut file_no = 0;
+    for r in &args.rules {
+        if r.is_dir() {
+            let mut names: Vec<PathBuf> = std::fs::read_dir(r)
+                .map_err(|e| Error::input(format!("{}: {e}", display_path(r))))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "rules") && p.is_file())
+                .collect();
+            names.sort();
+            if names.is_empty() {
+                return Err(Error::input(format!(
+                    "{}: no NAME.rules files",
+                    display_path(r)
+                )));
+            }
+            for rules in names {
+                let trace = ["trace.zst", "trace"]
+                    .iter()
+                    .map(|x| rules.with_extension(x))
+                    .find(|t| t.is_file())
+                    .ok_or_else(|| {
+                        Error::input(format!(
+                            "{}: no trace beside it ({} or .trace)",
+                            display_path(&rules),
+                            display_path(&rules.with_extension("trace.zst"))
+                        ))
+                    })?;
+                out.push((rules, trace));
+            }
+        } else {
+            let trace = args.trace.get(file_no).unwrap_or(&args.trace[0]);
+            out.push((r.clone(), trace.clone()));
+            file_no += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// A set's short name: its rule file's name without `.rules`.
+fn set_name(path: &std::path::Path) -> String {
+    let name = path
+        .file_name()
+        .map_or_else(|| display_path(path), |n| n.to_string_lossy().into_owned());
+    name.strip_suffix(".rules").unwrap_or(&name).to_string()
+}
+
+/// How the linear engine is run on a set: every header, or every `step`-th
+/// when a full pass is projected to take more than the budget.
+fn linear_step(rules: &RuleSet, keys: &[PacketKey], budget_s: f64) -> (usize, f64) {
+    let probe = keys.len().min(2_000);
+    if probe == 0 {
+        return (1, 0.0);
+    }
+    let engine = Engine::build(EngineKind::Linear, rules);
+    let t = Instant::now();
+    let mut hits = 0usize;
+    for k in &keys[..probe] {
+        hits += usize::from(engine.classify(k).is_some());
+    }
+    std::hint::black_box(hits);
+    let projected = t.elapsed().as_secs_f64() / probe as f64 * keys.len() as f64;
+    let step = (projected / budget_s).ceil().max(1.0) as usize;
+    (step, projected)
+}
+
+/// The CPU this thread last ran on (/proc/self/stat's 39th field), where the
+/// peer is pinned so that both run on one core.
+fn current_cpu() -> usize {
+    std::fs::read_to_string("/proc/thread-self/stat")
+        .ok()
+        .and_then(|s| {
+            // The command name (field 2) may hold spaces: count after ')'.
+            let rest = s.rsplit_once(')')?.1;
+            rest.split_whitespace().nth(36)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// `kansoku bench filter`: one table row per engine and (rules, trace)
+/// pair as it is measured (and the peer's, with `--peer`), then the model's
+/// fit (and JSON of both with `--json`), to `out`.
+pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
+    let pairs = pairs(args)?;
     let ghz = cpu_ghz();
     let mut report = Report::default();
     let mut rows = Vec::new();
-    writeln!(out, "# kansoku bench filter (single core; fast engine timed for >= {} s, linear once over the trace)", args.min_seconds)?;
+    writeln!(out, "# kansoku bench filter (single core; fast engine timed for >= {} s, the linear baseline once over the trace or a sample of it)", args.min_seconds)?;
     if let Some(g) = ghz {
         writeln!(out, "# CPU clock from /proc/cpuinfo: {g:.3} GHz")?;
     }
+    if args.peer == Some(FilterPeer::Dpdk) {
+        writeln!(
+            out,
+            "# peer: DPDK's ACL library ({}, batches of 256, 3 passes, on this core)",
+            dpdk_acl::PROGRAM
+        )?;
+    }
+    for (r, t) in &pairs {
+        writeln!(
+            out,
+            "# {}: {} with {}",
+            set_name(r),
+            display_path(r),
+            display_path(t)
+        )?;
+    }
     writeln!(out)?;
-    table::header_all(
-        out,
-        &[
-            "rules",
-            "N",
-            "trace",
-            "packets",
-            "α",
-            "engine",
-            "build ms",
-            "memory KiB",
-            "ns/packet",
-            "Mpps",
-            "speedup vs linear",
-        ],
-        Align::Left,
-    )?;
+    let peer_col = args.peer.is_some();
+    let mut columns = vec![
+        "set",
+        "rules",
+        "headers",
+        "α",
+        "engine",
+        "build ms",
+        "memory KiB",
+        "ns/packet",
+        "Mpps",
+        "vs linear",
+    ];
+    if peer_col {
+        columns.push("vs dpdk");
+    }
+    table::header_all(out, &columns, Align::Left)?;
     let mut paper_points: Vec<PaperPoint> = Vec::new();
-    'pairs: for (i, rules_path) in args.rules.iter().enumerate() {
-        let trace_path = args.trace.get(i).unwrap_or(&args.trace[0]);
+    // Said after the table, which a line inside would break.
+    let mut notes: Vec<String> = Vec::new();
+    let scratch = tempfile::tempdir().map_err(Error::from)?;
+    'pairs: for (i, (rules_path, trace_path)) in pairs.iter().enumerate() {
         let rules = load_rules(rules_path)?;
         let (keys, expected) = read_all(trace_path, rules.len(), args.packets)?;
+        let name = set_name(rules_path);
         // The paper's experiment: growing prefixes of the first rule set.
         let mut sets: Vec<(String, RuleSet)> = Vec::new();
         if i == 0 {
             for &n in &args.paper_sizes {
-                if n < rules.len() {
-                    sets.push((
-                        format!("{} first {n}", display_path(rules_path)),
-                        rules.truncated(n),
-                    ));
+                if n > 0 && n < rules.len() {
+                    sets.push((format!("{name} first {n}"), rules.truncated(n)));
                 }
             }
         }
         let paper_count = sets.len();
-        sets.push((display_path(rules_path), rules));
+        let classbench = rules.syntax() == filter::Syntax::ClassBench;
+        sets.push((name.clone(), rules));
         for (j, (label, set)) in sets.iter().enumerate() {
             if stop.load(Ordering::Relaxed) {
                 report.problems.push(
@@ -137,45 +248,131 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                 );
                 break 'pairs;
             }
-            let lin = measure(EngineKind::Linear, set, &keys, 0.0);
+            let whole = j == paper_count;
             let fast = measure(EngineKind::Fast, set, &keys, args.min_seconds);
+            let (step, projected) = linear_step(set, &keys, args.linear_seconds);
+            let sample: Vec<PacketKey> = keys.iter().step_by(step).copied().collect();
+            let lin = measure(EngineKind::Linear, set, &sample, 0.0);
+            if step > 1 {
+                notes.push(format!("{label}: a linear pass over all {} headers would take about {projected:.0} s; the linear engine classified every {step}th ({} headers), and its rate, α and agreement with the fast engine are of those", keys.len(), sample.len()));
+            }
             let a = alpha(&lin.results, set.len());
             let mismatches = lin
                 .results
                 .iter()
-                .zip(&fast.results)
+                .zip(fast.results.iter().step_by(step))
                 .filter(|(l, f)| l != f)
                 .count();
             // The oracle applies to the whole rule set only.
-            let oracle_misses = match (&expected, j == paper_count) {
-                (Some(e), true) => e.iter().zip(&lin.results).filter(|(e, l)| e != l).count(),
-                _ => 0,
+            let (oracle_fast, oracle_lin) = match (&expected, whole) {
+                (Some(e), true) => (
+                    e.iter().zip(&fast.results).filter(|(e, f)| e != f).count(),
+                    e.iter()
+                        .step_by(step)
+                        .zip(&lin.results)
+                        .filter(|(e, l)| e != l)
+                        .count(),
+                ),
+                _ => (0, 0),
             };
-            if mismatches + oracle_misses > 0 {
-                report.problems.push(format!("{label}: {mismatches} packets where fast and linear differ, {oracle_misses} where linear differs from the trace's FIRSTMATCH"));
+            if mismatches + oracle_fast + oracle_lin > 0 {
+                report.problems.push(format!("{label}: {mismatches} packets where fast and linear differ, {oracle_lin} where linear differs from the trace's FIRSTMATCH, {oracle_fast} where fast does"));
             }
-            for (m, kind) in [(&lin, EngineKind::Linear), (&fast, EngineKind::Fast)] {
-                table::row(
-                    out,
-                    &[
-                        label.clone(),
-                        set.len().to_string(),
-                        display_path(trace_path),
-                        keys.len().to_string(),
-                        format!("{a:.2}"),
-                        kind.name().to_string(),
-                        format!("{:.2}", m.build_s * 1e3),
-                        format!("{:.0}", m.memory as f64 / 1024.0),
-                        format!("{:.1}", m.ns_per_packet),
-                        format!("{:.2}", 1e3 / m.ns_per_packet),
-                        format!("{:.1}x", lin.ns_per_packet / m.ns_per_packet),
-                    ],
-                )?;
+            let peer = if whole && args.peer == Some(FilterPeer::Dpdk) {
+                if !classbench {
+                    report.problems.push(format!(
+                        "{label}: --peer dpdk needs a ClassBench rule file; not measured"
+                    ));
+                    None
+                } else {
+                    let trace = scratch.path().join(format!("{name}.trace"));
+                    let n = dpdk_acl::write_trace(&keys, &trace).map_err(Error::from)?;
+                    match dpdk_acl::run(rules_path, &trace, set.len(), n, current_cpu()) {
+                        Ok(r) => Some(r),
+                        Err(e) => {
+                            report.problems.push(format!("{label}: {e}"));
+                            None
+                        }
+                    }
+                }
+            } else {
+                None
+            };
+            let lin_name = if step > 1 {
+                format!("linear (1 in {step})")
+            } else {
+                "linear".to_string()
+            };
+            let mut first_row = true;
+            for (m, kind, engine) in [
+                (&lin, EngineKind::Linear, lin_name.as_str()),
+                (&fast, EngineKind::Fast, "fast"),
+            ] {
+                let mut cells = vec![
+                    if first_row {
+                        label.clone()
+                    } else {
+                        String::new()
+                    },
+                    if first_row {
+                        set.len().to_string()
+                    } else {
+                        String::new()
+                    },
+                    if first_row {
+                        keys.len().to_string()
+                    } else {
+                        String::new()
+                    },
+                    if first_row {
+                        format!("{a:.2}")
+                    } else {
+                        String::new()
+                    },
+                    engine.to_string(),
+                    format!("{:.2}", m.build_s * 1e3),
+                    format!("{:.0}", m.memory as f64 / 1024.0),
+                    format!("{:.1}", m.ns_per_packet),
+                    format!("{:.2}", 1e3 / m.ns_per_packet),
+                    format!("{:.1}x", lin.ns_per_packet / m.ns_per_packet),
+                ];
+                if peer_col {
+                    cells.push(peer.as_ref().map_or(String::new(), |p| {
+                        format!("{:.2}x", p.ns_per_packet / m.ns_per_packet)
+                    }));
+                }
+                table::row(out, &cells)?;
+                first_row = false;
                 rows.push(json!({
-                    "rules": label, "n": set.len(), "trace": display_path(trace_path), "packets": keys.len(),
-                    "alpha": a, "engine": kind.name(), "build_s": m.build_s, "memory_bytes": m.memory,
+                    "rules": label, "rules_file": display_path(rules_path), "n": set.len(),
+                    "trace": display_path(trace_path), "packets": keys.len(),
+                    "alpha": a, "engine": kind.name(), "sample_step": if kind == EngineKind::Linear { step } else { 1 },
+                    "build_s": m.build_s, "memory_bytes": m.memory,
                     "ns_per_packet": m.ns_per_packet, "mpps": 1e3 / m.ns_per_packet,
                     "speedup_vs_linear": lin.ns_per_packet / m.ns_per_packet,
+                }));
+            }
+            if let Some(p) = &peer {
+                let cells = vec![
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    format!("dpdk ({})", p.alg),
+                    "-".to_string(),
+                    p.memory
+                        .map_or("-".to_string(), |b| format!("{:.0}", b as f64 / 1024.0)),
+                    format!("{:.1}", p.ns_per_packet),
+                    format!("{:.2}", 1e3 / p.ns_per_packet),
+                    format!("{:.1}x", lin.ns_per_packet / p.ns_per_packet),
+                    String::new(),
+                ];
+                table::row(out, &cells)?;
+                rows.push(json!({
+                    "rules": label, "rules_file": display_path(rules_path), "n": set.len(),
+                    "trace": display_path(trace_path), "packets": keys.len(), "engine": "dpdk",
+                    "alg": p.alg, "memory_bytes": p.memory, "ns_per_packet": p.ns_per_packet,
+                    "mpps": 1e3 / p.ns_per_packet, "speedup_vs_linear": lin.ns_per_packet / p.ns_per_packet,
                 }));
             }
             if i == 0 && j < paper_count {
@@ -186,6 +383,12 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                     ns: [lin.ns_per_packet, fast.ns_per_packet],
                 });
             }
+        }
+    }
+    if !notes.is_empty() {
+        writeln!(out)?;
+        for n in &notes {
+            writeln!(out, "- {n}")?;
         }
     }
     let fits = print_fits(out, &paper_points, ghz)?;
@@ -273,6 +476,8 @@ mod tests {
         BenchFilterArgs {
             rules: vec![rules.to_path_buf()],
             trace: vec![trace.to_path_buf()],
+            peer: None,
+            linear_seconds: 10.0,
             paper_sizes: vec![1],
             packets: None,
             min_seconds: 0.0,
@@ -289,9 +494,19 @@ mod tests {
         let r = run(&args(&rules, &trace, true), &never, &mut out).unwrap();
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("| rules | N | trace | packets | α | engine | build ms | memory KiB | ns/packet | Mpps | speedup vs linear |\n|---|---|---|---|---|---|---|---|---|---|---|\n"), "{text}");
-        assert!(text.contains("| fast |"), "{text}");
-        assert!(text.contains(" first 1 | 1 | "), "{text}");
+        assert!(text.contains("| set | rules | headers | α | engine | build ms | memory KiB | ns/packet | Mpps | vs linear |\n|---|---|---|---|---|---|---|---|---|---|\n"), "{text}");
+        // The files are named once, above the table; a set's name, size and
+        // trace length only on its first row.
+        assert!(
+            text.contains(&format!(
+                "# cb: {} with {}\n",
+                display_path(&rules),
+                display_path(&trace)
+            )),
+            "{text}"
+        );
+        assert!(text.contains("| cb first 1 | 1 | 3 | "), "{text}");
+        assert!(text.contains("\n| | | | | fast | "), "{text}");
         // One prefix and the whole set: no model fit from a single point.
         assert!(!text.contains("## The paper's model"), "{text}");
         let last = text.lines().last().unwrap();
@@ -328,7 +543,119 @@ mod tests {
         .unwrap();
         assert_eq!(r.exit_code(), pipeline::ExitCode::Problems);
         assert!(
-            r.problems[0].ends_with("0 packets where fast and linear differ, 1 where linear differs from the trace's FIRSTMATCH"),
+            r.problems[0].ends_with("0 packets where fast and linear differ, 1 where linear differs from the trace's FIRSTMATCH, 1 where fast does"),
+            "{:?}",
+            r.problems
+        );
+    }
+
+    #[test]
+    fn a_directory_pairs_each_rule_file_with_its_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let (rules, trace) = pair(dir.path(), false);
+        // Two sets: cb.rules with cb.trace, and a copy with a zstd trace.
+        std::fs::rename(&trace, dir.path().join("cb.trace")).unwrap();
+        std::fs::copy(&rules, dir.path().join("second.rules")).unwrap();
+        let plain = std::fs::read(dir.path().join("cb.trace")).unwrap();
+        std::fs::write(
+            dir.path().join("second.trace.zst"),
+            zstd::encode_all(&plain[..], 1).unwrap(),
+        )
+        .unwrap();
+        let mut a = args(dir.path(), dir.path(), false);
+        a.trace.clear();
+        a.paper_sizes.clear();
+        let mut out = Vec::new();
+        let r = run(&a, &AtomicBool::new(false), &mut out).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\n| cb | 2 | 3 | "), "{text}");
+        assert!(text.contains("\n| second | 2 | 3 | "), "{text}");
+        // A rule file without its trace is an error that names it.
+        std::fs::write(
+            dir.path().join("third.rules"),
+            "@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\n",
+        )
+        .unwrap();
+        let e = run(&a, &AtomicBool::new(false), &mut Vec::new()).unwrap_err();
+        assert!(e.message.contains("third.rules: no trace beside it"), "{e}");
+        // A --trace beside only a directory is a usage error.
+        a.trace.push(dir.path().join("cb.trace"));
+        let e = run(&a, &AtomicBool::new(false), &mut Vec::new()).unwrap_err();
+        assert_eq!(e.kind, pipeline::ErrorKind::Usage);
+    }
+
+    #[test]
+    fn a_slow_linear_pass_is_sampled_and_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let (rules, _) = pair(dir.path(), false);
+        // 3,000 headers, every one matching rule 1 (FIRSTMATCH 1).
+        let line = "167772161\t3232235777\t53\t53\t17\t1\n";
+        let trace = dir.path().join("many.trace");
+        std::fs::write(&trace, line.repeat(3000)).unwrap();
+        let mut a = args(&rules, &trace, false);
+        a.paper_sizes.clear();
+        // A budget no pass can meet: the smallest sample the probe allows.
+        a.linear_seconds = 1e-12;
+        let mut out = Vec::new();
+        let r = run(&a, &AtomicBool::new(false), &mut out).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let text = String::from_utf8(out).unwrap();
+        let step = text
+            .split("| linear (1 in ")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or_else(|| panic!("no sampled linear row: {text}"));
+        assert!(step > 1, "{text}");
+        assert!(
+            text.contains(&format!(
+                "the linear engine classified every {step}th ({} headers)",
+                3000_usize.div_ceil(step)
+            )),
+            "{text}"
+        );
+    }
+
+    /// The peer itself on a ClassBench set (under CI dpdk-test-acl must be
+    /// installed: scripts/install-deps.sh does).
+    #[test]
+    fn dpdk_is_measured_beside_the_engines() {
+        if crate::peers::which(dpdk_acl::PROGRAM).is_none() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{} is not installed",
+                dpdk_acl::PROGRAM
+            );
+            eprintln!("skipping: {} is not installed", dpdk_acl::PROGRAM);
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (rules, trace) = pair(dir.path(), false);
+        let mut a = args(&rules, &trace, true);
+        a.paper_sizes.clear();
+        a.peer = Some(FilterPeer::Dpdk);
+        let mut out = Vec::new();
+        let r = run(&a, &AtomicBool::new(false), &mut out).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("| vs linear | vs dpdk |"), "{text}");
+        let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        let d = v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["engine"] == "dpdk")
+            .unwrap_or_else(|| panic!("no dpdk row: {text}"));
+        assert!(d["ns_per_packet"].as_f64().unwrap() > 0.0, "{d}");
+        assert!(d["memory_bytes"].as_u64().unwrap() > 0, "{d}");
+        // A rule file in the paper's syntax cannot go to DPDK: said, not hidden.
+        std::fs::write(&rules, "ip filter 1 pass * * * * *\n").unwrap();
+        let r = run(&a, &AtomicBool::new(false), &mut Vec::new()).unwrap();
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("--peer dpdk needs a ClassBench rule file")),
             "{:?}",
             r.problems
         );

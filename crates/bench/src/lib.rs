@@ -37,6 +37,7 @@ pub mod args;
 pub mod capture;
 pub mod compress;
 pub mod disk;
+pub mod dpdk_acl;
 pub mod filter;
 pub mod ipsec;
 pub mod ipsec_net;
