@@ -138,16 +138,16 @@ impl<const D: usize> Tree<D> {
     }
 
     #[inline]
-    fn leaf_of(&self, k: &[u32; D]) -> Node {
-        let mut node = self.nodes[0];
+    fn leaf_of(&self, k: &[u32; D]) -> &Node {
+        let mut node = &self.nodes[0];
         while node.dim != LEAF {
-            node = self.nodes[Self::child(&node, k) as usize];
+            node = &self.nodes[Self::child(node, k) as usize];
         }
         node
     }
 
     #[inline]
-    fn scan(&self, leaf: Node, k: &[u32; D]) -> Option<u32> {
+    fn scan(&self, leaf: &Node, k: &[u32; D]) -> Option<u32> {
         let start = leaf.first as usize;
         let rules = self.leaf_rules.get(start..start + leaf.count as usize)?;
         rules.iter().find(|r| r.contains(k)).map(|r| r.index)
@@ -163,11 +163,13 @@ impl<const D: usize> Tree<D> {
     /// better one; keys whose match beats every rule here stay at the root.
     fn classify_lanes(&self, keys: &[[u32; D]], out: &mut [Option<u32>]) {
         let n = keys.len().min(LANES).min(out.len());
-        let mut at = [self.nodes[0]; LANES];
+        // Node indices; `SKIP` for a key whose match beats every rule here.
+        const SKIP: u32 = u32::MAX;
+        let mut at = [0u32; LANES];
         let mut any = false;
         for j in 0..n {
             if out[j].is_some_and(|m| m < self.min_index) {
-                at[j] = PASSED;
+                at[j] = SKIP;
             } else {
                 any = true;
             }
@@ -178,9 +180,11 @@ impl<const D: usize> Tree<D> {
         loop {
             let mut moving = false;
             for j in 0..n {
-                let node = at[j];
+                let Some(node) = self.nodes.get(at[j] as usize) else {
+                    continue;
+                };
                 if node.dim != LEAF {
-                    at[j] = self.nodes[Self::child(&node, &keys[j]) as usize];
+                    at[j] = Self::child(node, &keys[j]);
                     moving = true;
                 }
             }
@@ -189,7 +193,10 @@ impl<const D: usize> Tree<D> {
             }
         }
         for j in 0..n {
-            if let Some(m) = self.scan(at[j], &keys[j]) {
+            let Some(leaf) = self.nodes.get(at[j] as usize) else {
+                continue;
+            };
+            if let Some(m) = self.scan(leaf, &keys[j]) {
                 if out[j].is_none_or(|b| m < b) {
                     out[j] = Some(m);
                 }
