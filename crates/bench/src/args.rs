@@ -56,6 +56,10 @@ pub struct BenchFilterArgs {
     /// trace would take longer, it classifies an evenly spaced sample, and the output says so.
     #[arg(long, default_value_t = 10.0, value_parser = seconds)]
     pub linear_seconds: f64,
+    /// Rules deleted and put back, one at a time, on each set's built fast engine, for the update
+    /// latency table (p50 and p99 of each operation); 0 skips it.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub updates: u64,
     /// Rule-set sizes for the paper's model fit: the first N rules of the first rule file, against its trace.
     #[arg(long, value_delimiter = ',', default_value = "2,9,18,35,71")]
     pub paper_sizes: Vec<usize>,

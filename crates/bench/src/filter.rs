@@ -134,6 +134,79 @@ fn pairs(args: &BenchFilterArgs) -> Result<Vec<(PathBuf, PathBuf)>> {
     Ok(out)
 }
 
+/// Update latency of the fast engine on one set: p50 and p99 of a delete
+/// and of an insert, microseconds.
+struct UpdateLatency {
+    ops: usize,
+    delete_us: (f64, f64),
+    insert_us: (f64, f64),
+    /// Headers classified otherwise than before the updates (each rule
+    /// deleted was put back where it was, so the answers must not change).
+    changed: usize,
+}
+
+/// Deletes `ops` rules spread over the set and puts each back where it was,
+/// timing each operation on the built engine (no rebuild).
+fn update_latency(
+    rules: &RuleSet,
+    keys: &[PacketKey],
+    before: &[Option<u32>],
+    ops: usize,
+) -> UpdateLatency {
+    let mut engine = Engine::build(EngineKind::Fast, rules);
+    let n = rules.len();
+    let (mut del, mut ins) = (Vec::new(), Vec::new());
+    if n > 0 {
+        // A fixed stride through the set (coprime with n), so the rules
+        // touched are spread over it and the run repeats.
+        let stride = (1..n)
+            .rev()
+            .step_by(7)
+            .find(|s| gcd(*s, n) == 1)
+            .unwrap_or(1);
+        let mut at = 0;
+        for _ in 0..ops {
+            at = (at + stride) % n;
+            let t = Instant::now();
+            let rule = engine.delete(at);
+            del.push(t.elapsed().as_secs_f64() * 1e6);
+            let Some(rule) = rule else { break };
+            let t = Instant::now();
+            engine.insert(at, rule);
+            ins.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let mut after = vec![None; keys.len()];
+    for (k, o) in keys.chunks(1024).zip(after.chunks_mut(1024)) {
+        engine.classify_batch(k, o);
+    }
+    let changed = after.iter().zip(before).filter(|(a, b)| a != b).count();
+    UpdateLatency {
+        ops: del.len(),
+        delete_us: p50_p99(&mut del),
+        insert_us: p50_p99(&mut ins),
+        changed,
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The median and the 99th percentile (nearest rank).
+fn p50_p99(v: &mut [f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    (at(0.5), at(0.99))
+}
+
 /// A set's short name: its rule file's name without `.rules`.
 fn set_name(path: &std::path::Path) -> String {
     let name = path
@@ -223,6 +296,7 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
     let mut paper_points: Vec<PaperPoint> = Vec::new();
     // Said after the table, which a line inside would break.
     let mut notes: Vec<String> = Vec::new();
+    let mut updates: Vec<(String, usize, UpdateLatency)> = Vec::new();
     let scratch = tempfile::tempdir().map_err(Error::from)?;
     'pairs: for (i, (rules_path, trace_path)) in pairs.iter().enumerate() {
         let rules = load_rules(rules_path)?;
@@ -277,6 +351,13 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
             };
             if mismatches + oracle_fast + oracle_lin > 0 {
                 report.problems.push(format!("{label}: {mismatches} packets where fast and linear differ, {oracle_lin} where linear differs from the trace's FIRSTMATCH, {oracle_fast} where fast does"));
+            }
+            if whole && args.updates > 0 {
+                let u = update_latency(set, &keys, &fast.results, args.updates as usize);
+                if u.changed > 0 {
+                    report.problems.push(format!("{label}: {} headers classified otherwise after deleting and re-inserting {} rules", u.changed, u.ops));
+                }
+                updates.push((label.clone(), set.len(), u));
             }
             let peer = if whole && args.peer == Some(FilterPeer::Dpdk) {
                 if !classbench {
@@ -391,6 +472,49 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
             writeln!(out, "- {n}")?;
         }
     }
+    if !updates.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "## Updates: the fast engine, each rule deleted and put back in place, no rebuild (µs per operation)")?;
+        writeln!(out)?;
+        table::header_all(
+            out,
+            &[
+                "set",
+                "rules",
+                "operations",
+                "delete p50",
+                "delete p99",
+                "insert p50",
+                "insert p99",
+                "answers after",
+            ],
+            Align::Left,
+        )?;
+        for (label, n, u) in &updates {
+            table::row(
+                out,
+                &[
+                    label.clone(),
+                    n.to_string(),
+                    u.ops.to_string(),
+                    format!("{:.1}", u.delete_us.0),
+                    format!("{:.1}", u.delete_us.1),
+                    format!("{:.1}", u.insert_us.0),
+                    format!("{:.1}", u.insert_us.1),
+                    if u.changed == 0 {
+                        "unchanged".to_string()
+                    } else {
+                        format!("{} changed", u.changed)
+                    },
+                ],
+            )?;
+            rows.push(json!({
+                "rules": label, "n": n, "engine": "fast", "update_ops": u.ops,
+                "delete_p50_us": u.delete_us.0, "delete_p99_us": u.delete_us.1,
+                "insert_p50_us": u.insert_us.0, "insert_p99_us": u.insert_us.1, "changed_after": u.changed,
+            }));
+        }
+    }
     let fits = print_fits(out, &paper_points, ghz)?;
     if args.json {
         writeln!(out, "{}", json!({"results": rows, "fits": fits}))?;
@@ -478,6 +602,7 @@ mod tests {
             trace: vec![trace.to_path_buf()],
             peer: None,
             linear_seconds: 10.0,
+            updates: 50,
             paper_sizes: vec![1],
             packets: None,
             min_seconds: 0.0,
@@ -511,8 +636,16 @@ mod tests {
         assert!(!text.contains("## The paper's model"), "{text}");
         let last = text.lines().last().unwrap();
         let v: Value = serde_json::from_str(last).unwrap();
-        assert_eq!(v["results"].as_array().unwrap().len(), 4);
+        // Two engines on the prefix and on the set, then the set's updates:
+        // 50 deletes and re-inserts of its 2 rules, answers unchanged.
+        assert_eq!(v["results"].as_array().unwrap().len(), 5);
         assert_eq!(v["results"][3]["packets"], 3);
+        assert_eq!(v["results"][4]["update_ops"], 50);
+        assert_eq!(v["results"][4]["changed_after"], 0);
+        assert!(v["results"][4]["insert_p99_us"].as_f64().unwrap() > 0.0);
+        assert!(text.contains("## Updates: the fast engine"), "{text}");
+        assert!(text.contains("\n| cb | 2 | 50 | "), "{text}");
+        assert!(text.contains(" | unchanged |\n"), "{text}");
     }
 
     #[test]

@@ -95,6 +95,11 @@ impl<const D: usize> LeafRule<D> {
     }
 }
 
+/// Whether `b` covers the whole region `lo..=hi`.
+fn covers<const D: usize>(b: &LeafRule<D>, lo: &[u32; D], hi: &[u32; D]) -> bool {
+    (0..D).all(|d| b.lo[d] <= lo[d] && hi[d] <= b.hi[d])
+}
+
 /// A HyperSplit tree over D 32-bit dimensions.
 #[derive(Clone, Debug)]
 struct Tree<const D: usize> {
@@ -104,24 +109,189 @@ struct Tree<const D: usize> {
     /// The smallest rule index in the tree (`u32::MAX` when empty): a
     /// packet that already matched a smaller one skips the tree.
     min_index: u32,
+    /// The group's rules, by index: what a leaf is rebuilt from when a rule
+    /// that covered its whole region (and so hid the rules after it) goes.
+    rules: Vec<LeafRule<D>>,
+    /// The splits that made the group: a rule inserted later joins the
+    /// first tree whose splits it passes.
+    path: Vec<(Field, u32, bool)>,
+    /// Leaf rule copies no leaf points at any more (leaves moved to the end
+    /// of `leaf_rules` when they grew); compacted when they are half.
+    garbage: usize,
 }
 
 impl<const D: usize> Tree<D> {
+    fn empty(boxes: &[LeafRule<D>]) -> Tree<D> {
+        Tree {
+            nodes: vec![PASSED],
+            leaf_rules: Vec::new(),
+            depth: 1,
+            min_index: boxes.iter().map(|b| b.index).min().unwrap_or(u32::MAX),
+            rules: boxes.to_vec(),
+            path: Vec::new(),
+            garbage: 0,
+        }
+    }
+
     /// The tree of `boxes` (in priority order), its leaf copies capped at
     /// [`MAX_LEAF_RULES`].
     fn build(boxes: &[LeafRule<D>]) -> Tree<D> {
-        let mut b = Builder::new(boxes, usize::MAX);
-        b.run();
-        b.tree
+        let mut t = Tree::empty(boxes);
+        Builder::new(boxes, usize::MAX, &mut t).run();
+        t
     }
 
     /// The tree of `boxes`, or `None` as soon as its leaves would hold more
     /// than `budget` rule copies (the build stops there, so a failed
     /// attempt costs about as much as the budget).
     fn build_within(boxes: &[LeafRule<D>], budget: usize) -> Option<Tree<D>> {
-        let mut b = Builder::new(boxes, budget);
+        let mut t = Tree::empty(boxes);
+        let mut b = Builder::new(boxes, budget, &mut t);
         b.run();
-        (!b.over).then_some(b.tree)
+        let over = b.over;
+        (!over).then_some(t)
+    }
+
+    /// Whether a rule's box passes this tree's splits.
+    fn takes(&self, b: &LeafRule<D>, f: &Fields) -> bool {
+        self.path
+            .iter()
+            .all(|&(field, bits, narrow)| (f.fixed_bits(b, field) >= bits) == narrow)
+    }
+
+    /// Renumbers for a rule inserted at index `at` (`up`) or removed from it:
+    /// the copies of the rules after it move by one.
+    fn shift(&mut self, at: u32, up: bool) {
+        let mv = |i: &mut u32| {
+            if up && *i >= at {
+                *i += 1;
+            } else if !up && *i > at {
+                *i -= 1;
+            }
+        };
+        self.leaf_rules.iter_mut().for_each(|r| mv(&mut r.index));
+        self.rules.iter_mut().for_each(|r| mv(&mut r.index));
+        self.min_index = self.rules.first().map_or(u32::MAX, |r| r.index);
+    }
+
+    /// The leaves whose regions meet `b`, with their regions and depths.
+    fn leaves_meeting(&self, b: &LeafRule<D>) -> Vec<(usize, [u32; D], [u32; D], usize)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(0usize, [0u32; D], [u32::MAX; D], 1usize)];
+        while let Some((at, lo, hi, depth)) = stack.pop() {
+            let node = &self.nodes[at];
+            if node.dim == LEAF {
+                out.push((at, lo, hi, depth));
+                continue;
+            }
+            let d = node.dim as usize;
+            // Cut points are below `u32::MAX`; the unused ones are it.
+            let cuts = node.pts.iter().take_while(|&&p| p != u32::MAX).count();
+            let mut clo = lo[d];
+            for c in 0..=cuts {
+                let chi = if c < cuts { node.pts[c] } else { hi[d] };
+                if b.lo[d] <= chi && b.hi[d] >= clo {
+                    let (mut l, mut h) = (lo, hi);
+                    l[d] = clo;
+                    h[d] = chi;
+                    stack.push((node.first as usize + c, l, h, depth + 1));
+                }
+                clo = chi.wrapping_add(1);
+            }
+        }
+        out
+    }
+
+    /// Puts `rules` (by index) in the leaf at `at` of region `lo..=hi`: in
+    /// place when they fit where its rules were, else at the end; a leaf
+    /// grown past twice `BINTH` becomes a subtree.
+    fn set_leaf(
+        &mut self,
+        at: usize,
+        mut rules: Vec<LeafRule<D>>,
+        lo: [u32; D],
+        hi: [u32; D],
+        depth: usize,
+    ) {
+        if let Some(first) = rules.iter().position(|r| covers(r, &lo, &hi)) {
+            rules.truncate(first + 1);
+        }
+        let node = self.nodes[at];
+        if rules.len() > 2 * BINTH {
+            self.garbage += node.count as usize;
+            let mut b = Builder::new(&rules, usize::MAX, self);
+            let all = (0..rules.len() as u32).collect();
+            b.build(at, all, lo, hi, depth);
+        } else if rules.len() <= node.count as usize {
+            let start = node.first as usize;
+            self.leaf_rules[start..start + rules.len()].copy_from_slice(&rules);
+            self.garbage += node.count as usize - rules.len();
+            self.nodes[at].count = rules.len() as u32;
+        } else {
+            self.garbage += node.count as usize;
+            self.nodes[at].first = self.leaf_rules.len() as u32;
+            self.nodes[at].count = rules.len() as u32;
+            self.leaf_rules.extend_from_slice(&rules);
+        }
+        if self.garbage * 2 > self.leaf_rules.len() {
+            self.compact();
+        }
+    }
+
+    /// Rewrites `leaf_rules` with only the leaves' rules.
+    fn compact(&mut self) {
+        let mut kept = Vec::with_capacity(self.leaf_rules.len() - self.garbage);
+        for node in self.nodes.iter_mut().filter(|n| n.dim == LEAF) {
+            let start = node.first as usize;
+            node.first = kept.len() as u32;
+            kept.extend_from_slice(&self.leaf_rules[start..start + node.count as usize]);
+        }
+        self.leaf_rules = kept;
+        self.garbage = 0;
+    }
+
+    /// Adds a rule (its index already made room for by [`shift`](Self::shift)).
+    fn insert(&mut self, b: LeafRule<D>) {
+        let pos = self.rules.partition_point(|r| r.index < b.index);
+        self.rules.insert(pos, b);
+        self.min_index = self.min_index.min(b.index);
+        for (at, lo, hi, depth) in self.leaves_meeting(&b) {
+            let node = self.nodes[at];
+            let mut rules =
+                self.leaf_rules[node.first as usize..(node.first + node.count) as usize].to_vec();
+            let pos = rules.partition_point(|r| r.index < b.index);
+            rules.insert(pos, b);
+            self.set_leaf(at, rules, lo, hi, depth);
+        }
+    }
+
+    /// Removes the rule of index `index`, if the tree has it; the indices
+    /// after it are left for [`shift`](Self::shift).
+    fn delete(&mut self, index: u32) {
+        let pos = self.rules.partition_point(|r| r.index < index);
+        if self.rules.get(pos).is_none_or(|r| r.index != index) {
+            return;
+        }
+        let b = self.rules.remove(pos);
+        self.min_index = self.rules.first().map_or(u32::MAX, |r| r.index);
+        for (at, lo, hi, depth) in self.leaves_meeting(&b) {
+            let node = self.nodes[at];
+            let held = &self.leaf_rules[node.first as usize..(node.first + node.count) as usize];
+            if !held.iter().any(|r| r.index == index) {
+                continue;
+            }
+            let rules = if covers(&b, &lo, &hi) {
+                // It hid every rule after it here: the region's rules anew.
+                self.rules
+                    .iter()
+                    .filter(|r| (0..D).all(|d| r.lo[d] <= hi[d] && r.hi[d] >= lo[d]))
+                    .copied()
+                    .collect()
+            } else {
+                held.iter().filter(|r| r.index != index).copied().collect()
+            };
+            self.set_leaf(at, rules, lo, hi, depth);
+        }
     }
 
     /// The child of internal node `node` that `k` goes to. The children are
@@ -216,28 +386,22 @@ struct Builder<'a, const D: usize> {
     budget: usize,
     /// The budget was exceeded: the tree is incomplete.
     over: bool,
-    tree: Tree<D>,
+    tree: &'a mut Tree<D>,
 }
 
 impl<'a, const D: usize> Builder<'a, D> {
-    fn new(boxes: &'a [LeafRule<D>], budget: usize) -> Builder<'a, D> {
+    fn new(boxes: &'a [LeafRule<D>], budget: usize, tree: &'a mut Tree<D>) -> Builder<'a, D> {
         Builder {
             boxes,
             budget,
             over: false,
-            tree: Tree {
-                nodes: Vec::new(),
-                leaf_rules: Vec::new(),
-                depth: 0,
-                min_index: boxes.iter().map(|b| b.index).min().unwrap_or(u32::MAX),
-            },
+            tree,
         }
     }
 
     /// Builds the whole tree from the root (a leaf until built).
     fn run(&mut self) {
         let all: Vec<u32> = (0..self.boxes.len() as u32).collect();
-        self.tree.nodes.push(PASSED);
         self.build(0, all, [0; D], [u32::MAX; D], 1);
         self.tree.nodes.shrink_to_fit();
         self.tree.leaf_rules.shrink_to_fit();
@@ -253,10 +417,10 @@ impl<const D: usize> Builder<'_, D> {
         }
         self.tree.depth = self.tree.depth.max(depth);
         // Rules after one that covers the whole region never win in it.
-        if let Some(first) = rules.iter().position(|&r| {
-            let b = &self.boxes[r as usize];
-            (0..D).all(|d| b.lo[d] <= lo[d] && hi[d] <= b.hi[d])
-        }) {
+        if let Some(first) = rules
+            .iter()
+            .position(|&r| covers(&self.boxes[r as usize], &lo, &hi))
+        {
             rules.truncate(first + 1);
         }
         let split =
@@ -666,7 +830,7 @@ fn decompose<const D: usize>(
     budget: SplitBudget,
 ) -> Vec<Tree<D>> {
     let mut trees = Vec::new();
-    split_group(boxes, f, budget, 0, &mut trees);
+    split_group(boxes, f, budget, 0, &mut Vec::new(), &mut trees);
     if trees.is_empty() {
         trees.push(Tree::build(&[]));
     }
@@ -681,13 +845,15 @@ fn split_group<const D: usize>(
     f: &Fields,
     budget: SplitBudget,
     level: usize,
+    path: &mut Vec<(Field, u32, bool)>,
     out: &mut Vec<Tree<D>>,
 ) {
     if boxes.is_empty() {
         return;
     }
     if level > 0 {
-        if let Some(t) = Tree::build_within(&boxes, budget.of(boxes.len())) {
+        if let Some(mut t) = Tree::build_within(&boxes, budget.of(boxes.len())) {
+            t.path = path.clone();
             out.push(t);
             return;
         }
@@ -697,13 +863,27 @@ fn split_group<const D: usize>(
             let (narrow, wide): (Vec<_>, Vec<_>) =
                 boxes.iter().partition(|b| f.fixed_bits(*b, field) >= bits);
             if !narrow.is_empty() && !wide.is_empty() {
-                split_group(narrow, f, budget, level + 1, out);
-                split_group(wide, f, budget, level + 1, out);
+                for (part, is_narrow) in [(narrow, true), (wide, false)] {
+                    path.push((field, bits, is_narrow));
+                    split_group(part, f, budget, level + 1, path, out);
+                    path.pop();
+                }
                 return;
             }
         }
     }
-    out.push(Tree::build(&boxes));
+    let mut t = Tree::build(&boxes);
+    t.path = path.clone();
+    out.push(t);
+}
+
+/// Adds `b` to the first tree whose splits it passes, or to a new tree
+/// that takes any rule (its group was empty when the trees were built).
+fn insert_box<const D: usize>(trees: &mut Vec<Tree<D>>, b: LeafRule<D>, f: &Fields) {
+    match trees.iter_mut().find(|t| t.takes(&b, f)) {
+        Some(t) => t.insert(b),
+        None => trees.push(Tree::build(&[b])),
+    }
 }
 
 /// The fast engine: per address family, a few HyperSplit trees over groups
@@ -824,6 +1004,55 @@ impl Fast {
         self.v4.iter().map(Tree::memory_bytes).sum::<usize>()
             + self.v6.iter().map(Tree::memory_bytes).sum::<usize>()
             + self.rules.capacity() * core::mem::size_of::<Rule>()
+    }
+
+    /// Inserts `rule` at evaluation position `at` (at most the number of
+    /// rules): the rules from `at` on move one place down. The trees are
+    /// changed where the rule's box meets them, without a rebuild: the rule
+    /// goes into the leaves it overlaps, a leaf grown past twice `BINTH`
+    /// becomes a subtree. Returns `false` (and changes nothing) when `at`
+    /// is past the end.
+    pub fn insert(&mut self, at: usize, rule: Rule) -> bool {
+        if at > self.rules.len() || self.rules.len() >= u32::MAX as usize - 1 {
+            return false;
+        }
+        let i = at as u32;
+        for t in &mut self.v4 {
+            t.shift(i, true);
+        }
+        for t in &mut self.v6 {
+            t.shift(i, true);
+        }
+        if let Some(b) = v4_box(&rule, at) {
+            insert_box(&mut self.v4, b, &V4_FIELDS);
+        }
+        if let Some(b) = v6_box(&rule, at) {
+            insert_box(&mut self.v6, b, &V6_FIELDS);
+        }
+        self.rules.insert(at, rule);
+        self.v4.sort_by_key(|t| t.min_index);
+        self.v6.sort_by_key(|t| t.min_index);
+        true
+    }
+
+    /// Deletes the rule at evaluation position `at` and returns it; the
+    /// rules after it move one place up. `None` when there is no such rule.
+    pub fn delete(&mut self, at: usize) -> Option<Rule> {
+        if at >= self.rules.len() {
+            return None;
+        }
+        let i = at as u32;
+        for t in &mut self.v4 {
+            t.delete(i);
+            t.shift(i, false);
+        }
+        for t in &mut self.v6 {
+            t.delete(i);
+            t.shift(i, false);
+        }
+        self.v4.sort_by_key(|t| t.min_index);
+        self.v6.sort_by_key(|t| t.min_index);
+        Some(self.rules.remove(at))
     }
 
     /// Node count, leaf rule copies and depth of the IPv4 and IPv6 trees.

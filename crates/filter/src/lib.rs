@@ -162,6 +162,25 @@ impl Engine {
             Engine::Fast(e) => e.memory_bytes(),
         }
     }
+
+    /// Inserts `rule` at evaluation position `at` without rebuilding the
+    /// engine; the rules from `at` on move one place down. `false` (nothing
+    /// changed) when `at` is past the end.
+    pub fn insert(&mut self, at: usize, rule: Rule) -> bool {
+        match self {
+            Engine::Linear(e) => e.insert(at, rule),
+            Engine::Fast(e) => e.insert(at, rule),
+        }
+    }
+
+    /// Deletes the rule at evaluation position `at` without rebuilding the
+    /// engine and returns it; the rules after it move one place up.
+    pub fn delete(&mut self, at: usize) -> Option<Rule> {
+        match self {
+            Engine::Linear(e) => e.delete(at),
+            Engine::Fast(e) => e.delete(at),
+        }
+    }
 }
 
 /// Packets and bytes.

@@ -32,6 +32,20 @@ impl Linear {
         None
     }
 
+    /// Inserts `rule` at position `at`; `false` when `at` is past the end.
+    pub fn insert(&mut self, at: usize, rule: Rule) -> bool {
+        if at > self.rules.len() {
+            return false;
+        }
+        self.rules.insert(at, rule);
+        true
+    }
+
+    /// Deletes the rule at position `at`.
+    pub fn delete(&mut self, at: usize) -> Option<Rule> {
+        (at < self.rules.len()).then(|| self.rules.remove(at))
+    }
+
     /// Bytes of heap this engine holds.
     pub fn memory_bytes(&self) -> usize {
         self.rules.capacity() * core::mem::size_of::<Rule>()

@@ -199,3 +199,57 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Must-hold: after every step of a random sequence of inserts and
+    /// deletes, the updated fast engine (never rebuilt) gives the linear
+    /// engine's answer, IPv4 and IPv6, also when built split as far as it
+    /// goes.
+    #[test]
+    fn updates_keep_fast_equal_to_linear(
+        initial in prop::collection::vec(rule(), 0..60),
+        steps in prop::collection::vec((any::<bool>(), any::<usize>(), rule()), 1..40),
+        packets in prop::collection::vec(
+            (any::<usize>(), any::<[i8; 4]>(), prop::sample::select(vec![1u8, 6, 17, 47, 58]), prop::sample::select(vec![0u16, 0x02, 0x10, 0x04, 0x12]), any::<bool>()),
+            1..60,
+        ),
+        tight in any::<bool>(),
+    ) {
+        let initial: Vec<Rule> = initial.into_iter().enumerate().map(|(i, mut r)| { r.id = i as u32; r }).collect();
+        let mut linear = Engine::build(EngineKind::Linear, &RuleSet::from_rules(initial.clone()));
+        let mut fast = if tight {
+            Engine::Fast(Fast::with_budget(&initial, SplitBudget { per_rule: 0, base: 0 }))
+        } else {
+            Engine::build(EngineKind::Fast, &RuleSet::from_rules(initial.clone()))
+        };
+        let mut rules = initial;
+        for (step, &(insert, pos, rule)) in steps.iter().enumerate() {
+            if insert || rules.is_empty() {
+                let at = pos % (rules.len() + 1);
+                prop_assert!(linear.insert(at, rule));
+                prop_assert!(fast.insert(at, rule));
+                rules.insert(at, rule);
+            } else {
+                let at = pos % rules.len();
+                let want = rules.remove(at);
+                prop_assert_eq!(linear.delete(at), Some(want));
+                prop_assert_eq!(fast.delete(at), Some(want));
+            }
+            prop_assert!(!fast.insert(rules.len() + 1, rule), "insert past the end");
+            prop_assert!(fast.delete(rules.len()).is_none(), "delete past the end");
+            let keys: Vec<PacketKey> = packets
+                .iter()
+                .map(|&(pick, j, proto, flags, v6)| packet_near(&rules, pick, j.map(|x| x % 3), proto, flags, v6))
+                .collect();
+            let mut batch = vec![None; keys.len()];
+            fast.classify_batch(&keys, &mut batch);
+            for (k, b) in keys.iter().zip(&batch) {
+                let want = linear.classify(k);
+                prop_assert_eq!(fast.classify(k), want, "step {}, packet {}", step, k);
+                prop_assert_eq!(*b, want, "step {}, batched packet {}", step, k);
+            }
+        }
+    }
+}
