@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::io::Cursor;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use filter::{Engine, EngineKind, PacketKey, RuleSet};
+use filter::{Engine, EngineKind, PacketKey, Rule, RuleSet};
 use pipeline::source::headers::BATCH;
 use pipeline::{HeaderSource, Report, Source};
 use trace::index::{IndexEntry, ENTRY_LEN, ENTRY_LEN_V1, HEADER_LEN};
@@ -188,7 +188,8 @@ pub fn rules(data: &[u8]) {
 }
 
 /// Fast against linear: the input's first part is a rule file, the rest are
-/// 16-byte packets; both engines must pick the same rule for every packet.
+/// 16-byte packets; both engines must pick the same rule for every packet,
+/// before and after each of the live updates the packets also describe.
 pub fn filter_engines(data: &[u8]) {
     let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
     let Ok(text) = std::str::from_utf8(&data[..split]) else {
@@ -225,12 +226,39 @@ pub fn filter_engines(data: &[u8]) {
             tcp_flags: u16::from(p[13]),
         });
     }
-    let mut batch = vec![None; keys.len()];
-    fast.classify_batch(&keys, &mut batch);
-    for (k, b) in keys.iter().zip(&batch) {
-        let want = linear.classify(k);
-        assert_eq!(fast.classify(k), want, "{k}");
-        assert_eq!(*b, want, "{k}");
+    let check = |linear: &Engine, fast: &Engine| {
+        let mut batch = vec![None; keys.len()];
+        fast.classify_batch(&keys, &mut batch);
+        for (k, b) in keys.iter().zip(&batch) {
+            let want = linear.classify(k);
+            assert_eq!(fast.classify(k), want, "{k}");
+            assert_eq!(*b, want, "{k}");
+        }
+    };
+    check(&linear, &fast);
+    // The same bytes drive live updates: byte 14 of a packet picks a delete
+    // or an insert (a copy of one rule, at some position), bytes 9-11 where;
+    // after each, both engines answer every packet alike.
+    let (mut linear, mut fast) = (linear, fast);
+    let mut current: Vec<Rule> = rules.rules().to_vec();
+    for p in packets.chunks_exact(16) {
+        let n = current.len();
+        match p[14] % 4 {
+            1 if n > 0 => {
+                let at = usize::from(p[9]) % n;
+                let gone = linear.delete(at);
+                assert_eq!(fast.delete(at), gone);
+                current.remove(at);
+            }
+            2 if n > 0 => {
+                let rule = current[usize::from(p[10]) % n];
+                let at = usize::from(p[11]) % (n + 1);
+                assert!(linear.insert(at, rule) && fast.insert(at, rule));
+                current.insert(at, rule);
+            }
+            _ => continue,
+        }
+        check(&linear, &fast);
     }
 }
 
