@@ -374,9 +374,13 @@ impl<const D: usize> Tree<D> {
         }
     }
 
+    /// The nodes, the leaves' rule copies and the group's rules (kept for
+    /// updates).
     fn memory_bytes(&self) -> usize {
         self.nodes.capacity() * core::mem::size_of::<Node>()
-            + self.leaf_rules.capacity() * core::mem::size_of::<LeafRule<D>>()
+            + (self.leaf_rules.capacity() + self.rules.capacity())
+                * core::mem::size_of::<LeafRule<D>>()
+            + self.path.capacity() * core::mem::size_of::<(Field, u32, bool)>()
     }
 }
 
@@ -794,9 +798,9 @@ pub struct SplitBudget {
 impl SplitBudget {
     /// 8 copies a rule plus 4,096. With 8-way trees, 4 split acl4_10k into
     /// four trees (39 ns a packet, against 32 ns in the single tree before
-    /// the split), 8 into three (33 ns, 3.8 MB); from 4 to 32 the other
-    /// ClassBench sets were the same within noise. The base keeps small
-    /// groups in one tree.
+    /// the split), 8 into three (33 ns, 4.1 MB with the rules kept for
+    /// updates); from 4 to 32 the other ClassBench sets were the same within
+    /// noise. The base keeps small groups in one tree.
     pub const DEFAULT: SplitBudget = SplitBudget {
         per_rule: 8,
         base: 4096,
