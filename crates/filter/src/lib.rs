@@ -313,4 +313,10 @@ impl Filter {
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
+
+    /// The rule set and what it counted, the engine freed: a filter that a
+    /// newer rule set replaced, kept for its report.
+    pub fn retire(self) -> (RuleSet, Counters) {
+        (self.rules, self.counters)
+    }
 }

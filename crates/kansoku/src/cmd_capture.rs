@@ -21,7 +21,7 @@ use pipeline::sink::lines::{Printer, TimeFormat};
 use pipeline::stage::profile::interval_ns;
 use pipeline::{
     load_rules, run_lanes, CaptureReport, CaptureStats, Chain, Error, Lane, PipelineConfig,
-    ProfileStage, Report, Stages, SummarySink, SummaryWriter,
+    ProfileStage, Reloader, Report, Stages, SummarySink, SummaryWriter,
 };
 
 use crate::args::CaptureArgs;
@@ -83,6 +83,18 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         .map(load_rules)
         .transpose()?
         .map(|r| Filter::new(r, EngineKind::Fast));
+    // SIGHUP re-reads the rule file; each ring takes the new rules between
+    // two batches.
+    // (The handler is in place before the capture says it is listening.)
+    let reload_request = args.rules.is_some().then(signals::reload_flag);
+    let (mut reloader, lane_rules) = match args.rules.as_deref() {
+        Some(path) => {
+            let (r, sides) = Reloader::new(path, EngineKind::Fast, n);
+            (Some(r), sides.into_iter().map(Some).collect())
+        }
+        None => (None, Vec::new()),
+    };
+    let mut lane_rules = lane_rules.into_iter().chain(std::iter::repeat_with(|| None));
     let profile = args
         .profile
         .is_some()
@@ -122,6 +134,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         let stages = Stages {
             filter: filter.clone(),
             profile: None,
+            reload: lane_rules.next().flatten(),
         };
         let chain = Chain::new(stages, print.then_some(out));
         lanes.push(Lane { ring, chain });
@@ -165,7 +178,8 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         idle_flush: args.out.idle_flush(),
         ..PipelineConfig::default()
     };
-    let (stats, mut report) = run_lanes(&mut lanes, &cfg, signals::stop_flag());
+    let reload = reloader.as_mut().zip(reload_request);
+    let (stats, mut report) = run_lanes(&mut lanes, &cfg, signals::stop_flag(), reload);
     finish(args, lanes, stats, &mut report)?;
     Ok(report)
 }
@@ -195,6 +209,9 @@ fn finish(
     eprintln!("kansoku: {}", r.describe());
     if let Some(summary) = &r.output {
         eprintln!("kansoku: {}", summary.describe());
+    }
+    for g in &r.rule_sets {
+        eprintln!("kansoku: {}", g.describe());
     }
     if let (Some(p), Some(n)) = (r.profiled, r.profile_summaries) {
         eprintln!("kansoku: profiled {p} packets into {n} summaries");

@@ -47,6 +47,7 @@ fn filter_trace(args: &FilterRunArgs) -> pipeline::Result<Report> {
     let stages = Stages {
         filter: Some(Filter::new(rules, engine_kind(args.engine))),
         profile: None,
+        reload: None,
     };
     let mut chain: Chain<TraceSink> = Chain::new(stages, args.out.write_sink()?);
     chain.rejected = args

@@ -79,6 +79,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     let stages = Stages {
         filter: None,
         profile: Some(ProfileStage::new(cfg, sink)?),
+        reload: None,
     };
     let mut chain: Chain<Discard> = Chain::new(stages, None);
     let progress = Progress::new(source.size(), true);

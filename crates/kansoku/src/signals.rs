@@ -32,3 +32,15 @@ pub fn stop_shared() -> Arc<AtomicBool> {
     STOP.get()
         .map_or_else(|| Arc::new(AtomicBool::new(false)), Arc::clone)
 }
+
+/// SIGHUP as a request to reload (`capture --rules`): the flag is set on
+/// each SIGHUP and cleared by whoever serves it. Installed only by the
+/// commands that reload; elsewhere SIGHUP keeps its default.
+pub fn reload_flag() -> &'static AtomicBool {
+    static RELOAD: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    RELOAD.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&flag));
+        flag
+    })
+}

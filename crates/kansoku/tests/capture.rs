@@ -334,6 +334,105 @@ wait $pid
     }
 }
 
+/// The frames of `frames` that `rules` pass, as the capture's filter
+/// decides (the linear engine, the reference).
+fn passing<'a>(rules: &str, frames: &'a [Vec<u8>]) -> Vec<&'a Vec<u8>> {
+    let rules = filter::RuleSet::parse(rules).unwrap();
+    let mut f = filter::Filter::new(rules, filter::EngineKind::Linear);
+    frames
+        .iter()
+        .filter(|fr| {
+            let s = wire::slice(LinkType::Ethernet, fr);
+            f.apply_slice(&s, fr.len() as u64).action == filter::Action::Pass
+        })
+        .collect()
+}
+
+#[test]
+fn sighup_reloads_the_rules_between_batches_without_losing_a_packet() {
+    const R1: &str = "ip filter 10 pass * * udp * 50-130\n";
+    const R2: &str = "ip filter 1 reject * * udp * 50-130\nip filter 2 pass * * tcp * *\n";
+    let Some(dir) = netns_test(&format!(
+        r#"
+printf '{R1}' > "$DIR/rules"
+$K capture -i kcb -c 40000 --rules "$DIR/rules" -w "$DIR/cap.pcap" --compress none --json > "$DIR/cap.json" 2> "$DIR/cap.err" &
+pid=$!
+wait_listening "$DIR/cap.err"
+$K generate -i kca -c 40000 --pps 20000 --size 64-300 --proto mix --ip mix -w "$DIR/sent.pcap" --compress none > /dev/null &
+gen=$!
+sleep 0.6
+# A file that does not parse: the rules stay as they are.
+printf 'ip filter 10 pass * * udp * 50-130 junk\n' > "$DIR/rules"
+kill -HUP $pid
+sleep 0.3
+printf '{R2}' > "$DIR/rules"
+kill -HUP $pid
+wait $gen
+wait $pid
+"#
+    )) else {
+        return;
+    };
+    let sent = sent_frames(&dir.path().join("sent.pcap"));
+    assert_eq!(sent.len(), 40_000);
+    let stats = json(dir.path().join("cap.json"));
+    assert_accounting(&stats);
+    assert_eq!(stats["kernel_drops"], 0, "{stats}");
+    assert_eq!(stats["dropped_kansoku"], 0, "{stats}");
+    assert_eq!(stats["received"], 40_000, "{stats}");
+    let err = std::fs::read_to_string(dir.path().join("cap.err")).unwrap();
+    assert!(err.contains("reload failed, keeping rule set 0"), "{err}");
+    assert!(err.contains("rule set 1: 2 rules from"), "{err}");
+    let sets = stats["rule_sets"].as_array().expect("rule_sets");
+    assert_eq!(sets.len(), 2, "{stats}");
+    assert_eq!(
+        (
+            sets[0]["generation"].as_u64(),
+            sets[1]["generation"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
+    assert_eq!(
+        (sets[0]["rules"].as_u64(), sets[1]["rules"].as_u64()),
+        (Some(1), Some(2))
+    );
+    // Every packet was classified by exactly one rule set, the first k by
+    // the first: the file holds what R1 passes of those, then what R2
+    // passes of the rest, in order.
+    let k = sets[0]["packets"].as_u64().unwrap() as usize;
+    assert_eq!(
+        k + sets[1]["packets"].as_u64().unwrap() as usize,
+        sent.len(),
+        "{stats}"
+    );
+    assert!(k > 4000 && k < 36_000, "the reload came at packet {k}");
+    let first = passing(R1, &sent[..k]);
+    let then = passing(R2, &sent[k..]);
+    assert_eq!(sets[0]["passed"]["packets"], first.len() as u64, "{stats}");
+    assert_eq!(sets[1]["passed"]["packets"], then.len() as u64, "{stats}");
+    assert!(!then.is_empty() && !first.is_empty());
+    let hits1: Vec<(u64, u64)> = sets[1]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["id"].as_u64().unwrap(), h["packets"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        hits1.iter().map(|h| h.0).collect::<Vec<_>>(),
+        [1, 2],
+        "{stats}"
+    );
+    assert_eq!(hits1[1].1, then.len() as u64);
+    let got = sent_frames(&dir.path().join("cap.pcap"));
+    assert_eq!(got.len(), first.len() + then.len());
+    for (i, (g, s)) in got.iter().zip(first.iter().chain(&then)).enumerate() {
+        assert!(
+            g == *s,
+            "kept frame {i} is not the {i}th frame the rules in force passed"
+        );
+    }
+}
+
 /// The packet totals of every aguri summary in `dir`, and how many files there are.
 fn summary_totals(dir: &Path) -> (u64, usize) {
     let mut total = 0;

@@ -18,6 +18,7 @@ use crate::report::Report;
 use crate::sink::trace::SinkSummary;
 use crate::sink::PacketSink;
 use crate::source::lane::{run_lane, CaptureStats, LiveStats, PipelineConfig, Ring};
+use crate::stage::filter::{merge_rule_sets, Reloader, RuleSetHits};
 use crate::stage::profile::ProfileCounts;
 
 /// One ring and the chain its consumer runs.
@@ -28,12 +29,15 @@ pub struct Lane<R, S> {
 
 /// Runs every lane on a thread of its own until `signal` is set (Ctrl-C),
 /// any lane stops (`count`, `duration`), or one fails; all stop together.
-/// On a terminal, a line of live counts is redrawn once a second. Returns
-/// the counters summed over the rings and the report of a live run.
+/// On a terminal, a line of live counts is redrawn once a second. With a
+/// `reload` (a reloader and its request flag, SIGHUP's), the rule file is
+/// read again and swapped into every lane on each request. Returns the
+/// counters summed over the rings and the report of a live run.
 pub fn run_lanes<R, S>(
     lanes: &mut [Lane<R, S>],
     cfg: &PipelineConfig,
     signal: &AtomicBool,
+    reload: Option<(&mut Reloader, &AtomicBool)>,
 ) -> (CaptureStats, Report)
 where
     R: Ring,
@@ -44,6 +48,10 @@ where
     let live: Vec<LiveStats> = lanes.iter().map(|_| LiveStats::default()).collect();
     let results: Vec<(CaptureStats, Report)> = std::thread::scope(|s| {
         let watch = s.spawn(|| watch(&live, signal, &stop, &done));
+        let reloader = reload.map(|(r, request)| {
+            let done = &done;
+            s.spawn(move || r.serve(request, done, |m| eprintln!("kansoku: {m}")))
+        });
         let handles: Vec<_> = lanes
             .iter_mut()
             .zip(&live)
@@ -68,6 +76,9 @@ where
             .collect();
         done.store(true, Ordering::Relaxed);
         let _ = watch.join();
+        if let Some(r) = reloader {
+            let _ = r.join();
+        }
         results
     });
     let mut stats = CaptureStats::default();
@@ -144,6 +155,11 @@ pub struct CaptureReport {
     pub profile_summaries: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<SinkSummary>,
+    /// With --rules: what each rule set counted, one per generation of the
+    /// rule file (0: the rules the capture started with; one more per
+    /// reload on SIGHUP), summed over the rings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rule_sets: Vec<RuleSetHits>,
 }
 
 impl CaptureReport {
@@ -170,10 +186,15 @@ impl CaptureReport {
         };
         let mut kept = 0;
         let mut profiled: Option<ProfileCounts> = None;
-        for lane in lanes {
+        let mut rule_sets = Vec::new();
+        for mut lane in lanes {
             let c = lane.chain.counts;
             kept += c.passed;
             r.rejected += c.rejected;
+            let stages = &mut lane.chain.stages;
+            if let Some(reload) = stages.reload.take() {
+                rule_sets.push(reload.report(stages.filter.as_ref()));
+            }
             if let Some(p) = lane.chain.stages.profile {
                 match p.finish() {
                     Ok(x) => profiled = Some(x),
@@ -186,6 +207,7 @@ impl CaptureReport {
                 _ => {}
             }
         }
+        r.rule_sets = merge_rule_sets(rule_sets);
         r.written = r.output.as_ref().map_or(kept, |x| x.packets);
         r.profiled = profiled.map(|p| p.packets);
         r.profile_summaries = profiled.map(|p| p.summaries);

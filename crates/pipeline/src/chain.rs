@@ -140,6 +140,7 @@ impl<S: PacketSink> Consumer<LaneSource<'_>> for Chain<S> {
         match item {
             LaneItem::Frame(f) => self.frame(f),
             LaneItem::BatchEnd { watermark } => {
+                self.stages.batch_end();
                 if let Some(ns) = watermark {
                     self.stages.watermark(ns)?;
                 }

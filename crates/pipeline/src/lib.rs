@@ -50,6 +50,6 @@ pub use source::lane::{
 pub use source::synth::SynthSource;
 pub use source::trace::{TraceSource, Window};
 pub use stage::census::{Census, FileStats};
-pub use stage::filter::load_rules;
+pub use stage::filter::{load_rules, Reloader, RuleSetHits};
 pub use stage::profile::{ProfileCounts, ProfileStage};
 pub use stage::Stages;

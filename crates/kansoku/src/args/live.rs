@@ -37,6 +37,8 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     pub queue_mib: usize,
     /// Keep only packets these filter rules pass (`ip filter N pass|reject ...`); rejected ones are counted, not written.
+    /// SIGHUP reads the file again: each ring uses the new rules from its next batch, no packet is lost, and the
+    /// statistics count each rule set (generation) apart. A file that does not parse leaves the rules as they were.
     #[arg(long, value_name = "FILE")]
     pub rules: Option<PathBuf>,
     /// Profile the kept packets as `kansoku profile` does, one summary file per interval in this directory.

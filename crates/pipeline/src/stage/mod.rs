@@ -14,6 +14,7 @@ use ::filter::{Action, Filter};
 
 use crate::error::Result;
 use crate::packet::Frame;
+use crate::stage::filter::LaneRules;
 use crate::stage::profile::ProfileStage;
 
 /// The filter and the profiler of a run, either or both absent.
@@ -21,6 +22,8 @@ use crate::stage::profile::ProfileStage;
 pub struct Stages {
     pub filter: Option<Filter>,
     pub profile: Option<ProfileStage>,
+    /// Where a reloaded rule set arrives (live captures with `--rules`).
+    pub reload: Option<LaneRules>,
 }
 
 impl Stages {
@@ -46,6 +49,15 @@ impl Stages {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.filter.is_none() && self.profile.is_none()
+    }
+
+    /// Between two batches of a live source: a reloaded rule set, if one
+    /// waits, takes over from here.
+    #[inline]
+    pub fn batch_end(&mut self) {
+        if let Some(r) = &mut self.reload {
+            r.swap_in(&mut self.filter);
+        }
     }
 
     /// A live source's heartbeat: every packet before `now_ns` has been seen.
