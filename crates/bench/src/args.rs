@@ -49,7 +49,7 @@ pub struct BenchFilterArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Vec<PathBuf>,
     /// Measure a peer on the same rules and headers, its figures beside kansoku's: `dpdk`, DPDK's
-    /// ACL library through dpdk-test-acl (ClassBench rule files, IPv4 headers).
+    /// ACL library through dpdk-test-acl (ClassBench rule files of one family: IPv4, or IPv6 in its --ipv6 mode).
     #[arg(long, value_enum)]
     pub peer: Option<FilterPeer>,
     /// Seconds the linear engine (the baseline) may take per rule set; when a pass over the whole

@@ -9,13 +9,15 @@
 //! pages its default memory is too small for some builds (fw4_10k's 138 MB
 //! allocation fails, acl4_10k exits 1 after building without a word), so
 //! it gets `-m 4096`. It reads the ClassBench files as they are (decimal
-//! addresses; the flags and FIRSTMATCH columns are ignored).
+//! addresses; the flags and FIRSTMATCH columns are ignored). An IPv6 set
+//! (`kansoku filter v6`) runs in its `--ipv6` mode, which reads the same
+//! rule syntax with IPv6 prefixes and traces with addresses as text.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
-use filter::PacketKey;
+use filter::{AddrMatch, PacketKey, RuleSet};
 
 use crate::peers::which;
 
@@ -37,14 +39,38 @@ const TRACESTEP: usize = 256;
 /// Passes over the trace; the rate is over all of them.
 const ITERATIONS: usize = 3;
 
-/// Writes `keys` as a ClassBench header trace (IPv4 only: DPDK's IPv4
-/// mode); returns how many were written.
-pub fn write_trace(keys: &[PacketKey], path: &Path) -> std::io::Result<usize> {
+/// The address family of a rule set as DPDK's modes see it: `Ok(false)`
+/// for IPv4 (wildcards only count as either), `Ok(true)` for IPv6, an error
+/// for a set with both (DPDK builds one family per context).
+pub fn is_v6(rules: &RuleSet) -> Result<bool, String> {
+    let (mut v4, mut v6) = (false, false);
+    for r in rules.rules() {
+        for a in [r.src, r.dst] {
+            match a {
+                AddrMatch::V4 { .. } => v4 = true,
+                AddrMatch::V6 { .. } => v6 = true,
+                AddrMatch::Any => {}
+            }
+        }
+    }
+    if v4 && v6 {
+        return Err(format!(
+            "{PROGRAM} takes IPv4 or IPv6 rules, not both in one set"
+        ));
+    }
+    Ok(v6)
+}
+
+/// Writes the headers of `keys` of one family (IPv6 when `v6`) as a
+/// ClassBench header trace: IPv4 addresses as decimal integers, IPv6 ones
+/// as text, as DPDK reads each. Returns how many were written.
+pub fn write_trace(keys: &[PacketKey], v6: bool, path: &Path) -> std::io::Result<usize> {
+    use core::net::IpAddr;
     let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
     let mut n = 0;
     for k in keys {
-        if let (core::net::IpAddr::V4(s), core::net::IpAddr::V4(d)) = (k.src, k.dst) {
-            writeln!(
+        match (k.src, k.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) if !v6 => writeln!(
                 w,
                 "{}\t{}\t{}\t{}\t{}\t0",
                 u32::from(s),
@@ -52,21 +78,29 @@ pub fn write_trace(keys: &[PacketKey], path: &Path) -> std::io::Result<usize> {
                 k.src_port,
                 k.dst_port,
                 k.protocol
-            )?;
-            n += 1;
+            )?,
+            (IpAddr::V6(s), IpAddr::V6(d)) if v6 => writeln!(
+                w,
+                "{s}\t{d}\t{}\t{}\t{}\t0",
+                k.src_port, k.dst_port, k.protocol
+            )?,
+            _ => continue,
         }
+        n += 1;
     }
     w.flush()?;
     Ok(n)
 }
 
 /// Runs the peer on a ClassBench rule file and a header trace of `headers`
-/// lines, on `cpu`, with the AVX2 method where the CPU has it.
+/// lines, on `cpu`, with the AVX2 method where the CPU has it; `v6` runs
+/// its IPv6 mode (addresses as four 32-bit fields).
 pub fn run(
     rules: &Path,
     trace: &Path,
     rule_count: usize,
     headers: usize,
+    v6: bool,
     cpu: usize,
 ) -> Result<DpdkRun, String> {
     let program = which(PROGRAM).ok_or_else(|| {
@@ -96,6 +130,7 @@ pub fn run(
         .arg(format!("--iter={ITERATIONS}"))
         .arg("--verbose=0")
         .arg(format!("--alg={alg}"))
+        .args(v6.then_some("--ipv6"))
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("running {PROGRAM}: {e}"))?;
@@ -161,17 +196,39 @@ mod tests {
     }
 
     #[test]
-    fn only_ipv4_headers_go_to_its_trace() {
+    fn only_headers_of_the_sets_family_go_to_its_trace() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t");
-        let mut v6 = PacketKey::v4(1, 2, 6, 3, 4);
-        v6.src = "::1".parse().unwrap();
-        v6.dst = "::2".parse().unwrap();
+        let v6 = PacketKey::v6("::1".parse().unwrap(), "::2".parse().unwrap(), 17, 3, 4);
         let keys = [PacketKey::v4(167_772_161, 16_843_009, 6, 1234, 80), v6];
-        assert_eq!(write_trace(&keys, &p).unwrap(), 1);
+        assert_eq!(write_trace(&keys, false, &p).unwrap(), 1);
         assert_eq!(
             std::fs::read_to_string(&p).unwrap(),
             "167772161\t16843009\t1234\t80\t6\t0\n"
         );
+        assert_eq!(write_trace(&keys, true, &p).unwrap(), 1);
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "::1\t::2\t3\t4\t17\t0\n"
+        );
+    }
+
+    #[test]
+    fn a_sets_family_decides_the_mode() {
+        let set = |t: &str| RuleSet::parse(t).unwrap();
+        assert_eq!(
+            is_v6(&set("ip filter 1 pass 10.0.0.0/8 * tcp * 80\n")),
+            Ok(false)
+        );
+        assert_eq!(
+            is_v6(&set(
+                "ip filter 1 pass * 2001:db8::/32 tcp * 80\nip filter 2 pass * * * * *\n"
+            )),
+            Ok(true)
+        );
+        assert!(is_v6(&set(
+            "ip filter 1 pass 10.0.0.0/8 * tcp * 80\nip filter 2 pass * ::1 * * *\n"
+        ))
+        .is_err());
     }
 }

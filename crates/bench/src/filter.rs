@@ -328,7 +328,7 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
             let sample: Vec<PacketKey> = keys.iter().step_by(step).copied().collect();
             let lin = measure(EngineKind::Linear, set, &sample, 0.0);
             if step > 1 {
-                notes.push(format!("{label}: a linear pass over all {} headers would take about {projected:.0} s; the linear engine classified every {step}th ({} headers), and its rate, α and agreement with the fast engine are of those", keys.len(), sample.len()));
+                notes.push(format!("{label}: a linear pass over all {} headers would take about {projected:.0} s; the linear engine classified one header in {step} ({} headers), and its rate, α and agreement with the fast engine are of those", keys.len(), sample.len()));
             }
             let a = alpha(&lin.results, set.len());
             let mismatches = lin
@@ -367,8 +367,12 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                     None
                 } else {
                     let trace = scratch.path().join(format!("{name}.trace"));
-                    let n = dpdk_acl::write_trace(&keys, &trace).map_err(Error::from)?;
-                    match dpdk_acl::run(rules_path, &trace, set.len(), n, current_cpu()) {
+                    let run = dpdk_acl::is_v6(set).and_then(|v6| {
+                        let n = dpdk_acl::write_trace(&keys, v6, &trace)
+                            .map_err(|e| format!("writing {}: {e}", trace.display()))?;
+                        dpdk_acl::run(rules_path, &trace, set.len(), n, v6, current_cpu())
+                    });
+                    match run {
                         Ok(r) => Some(r),
                         Err(e) => {
                             report.problems.push(format!("{label}: {e}"));
@@ -743,7 +747,7 @@ mod tests {
         assert!(step > 1, "{text}");
         assert!(
             text.contains(&format!(
-                "the linear engine classified every {step}th ({} headers)",
+                "the linear engine classified one header in {step} ({} headers)",
                 3000_usize.div_ceil(step)
             )),
             "{text}"

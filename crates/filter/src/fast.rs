@@ -713,7 +713,10 @@ struct Fields {
     src_port: usize,
     dst_port: usize,
     /// Leading fixed bits that make an address narrow at the first split:
-    /// half the address.
+    /// half the address in IPv4 (16); a site prefix in IPv6 (48, RFC 6177's
+    /// assignment to a site), where half the address (64) would count only
+    /// hosts as narrow: on the IPv6 images of the ClassBench 10K sets, 64
+    /// gave 52-155 ns a packet, 48 gives 41-80 ns (`ARCHITECTURE.md`).
     narrow: u32,
 }
 
@@ -730,7 +733,7 @@ const V6_FIELDS: Fields = Fields {
     dst: 4..8,
     src_port: 8,
     dst_port: 9,
-    narrow: 64,
+    narrow: 48,
 };
 
 /// A field a group of rules is split by.

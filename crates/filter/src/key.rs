@@ -32,6 +32,24 @@ impl PacketKey {
         }
     }
 
+    /// An IPv6 key.
+    pub fn v6(
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        protocol: u8,
+        src_port: u16,
+        dst_port: u16,
+    ) -> PacketKey {
+        PacketKey {
+            src: IpAddr::V6(src),
+            dst: IpAddr::V6(dst),
+            protocol,
+            src_port,
+            dst_port,
+            tcp_flags: 0,
+        }
+    }
+
     /// The key of a sliced frame; `None` when it has no IP layer (or a TCP
     /// or UDP header too short for its ports).
     pub fn from_slice(s: &Slice<'_>) -> Option<PacketKey> {

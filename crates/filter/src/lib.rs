@@ -26,6 +26,7 @@ pub mod lint;
 pub mod model;
 pub mod parse;
 pub mod rule;
+pub mod v6map;
 
 pub use fast::Fast;
 pub use key::PacketKey;

@@ -159,6 +159,27 @@ fn err(line: usize, column: usize, message: impl Into<String>) -> ParseError {
 }
 
 /// Parses a file in the paper's syntax. The rules come back sorted by `n`.
+/// A rule's destination must be of its source's family (or either a
+/// wildcard): IPv4 and IPv6 cannot both match one packet.
+fn check_families(
+    src: &AddrMatch,
+    dst: &AddrMatch,
+    line: usize,
+    column: usize,
+    what: &str,
+) -> Result<(), ParseError> {
+    match (src, dst) {
+        (AddrMatch::V4 { .. }, AddrMatch::V6 { .. }) | (AddrMatch::V6 { .. }, AddrMatch::V4 { .. }) => {
+            Err(err(
+                line,
+                column,
+                format!("expected {what} of the same family as the source (IPv4 and IPv6 cannot both match one packet)"),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn parse_paper(text: &str) -> Result<Vec<Rule>, ParseError> {
     const FIELDS: [&str; 9] = [
         "`ip`",
@@ -241,15 +262,7 @@ pub fn parse_paper(text: &str) -> Result<Vec<Rule>, ParseError> {
             }
             *slot = range;
         }
-        if let (AddrMatch::V4 { .. }, AddrMatch::V6 { .. })
-        | (AddrMatch::V6 { .. }, AddrMatch::V4 { .. }) = (src, dst)
-        {
-            return Err(err(
-                lineno,
-                w[5].column,
-                "expected an address of the same family as the source (IPv4 and IPv6 cannot both match one packet)",
-            ));
-        }
+        check_families(&src, &dst, lineno, w[5].column, "an address")?;
         if let Some(prev) = rules.iter().find(|r| r.id == id) {
             return Err(err(
                 lineno,
@@ -392,25 +405,33 @@ pub fn parse_classbench(text: &str) -> Result<Vec<Rule>, ParseError> {
                 format!("expected the end of the line, found `{}`", extra.text),
             ));
         }
+        // IPv4 as ClassBench writes it; IPv6 as ClassBench-ng and DPDK's
+        // test-acl (`--ipv6`) write it. A /0 matches every packet.
         let prefix = |text: &str, column: usize| -> Result<AddrMatch, ParseError> {
             let bad = || {
                 err(
                     lineno,
                     column,
-                    format!("expected an IPv4 prefix a.b.c.d/len, found `{text}`"),
+                    format!(
+                        "expected an IPv4 prefix a.b.c.d/len or an IPv6 prefix x:x::x/len, found `{text}`"
+                    ),
                 )
             };
             let (a, l) = text.split_once('/').ok_or_else(bad)?;
-            let a: Ipv4Addr = a.parse().map_err(|_| bad())?;
-            let l: u8 = l.parse().ok().filter(|&l| l <= 32).ok_or_else(bad)?;
-            Ok(if l == 0 {
-                AddrMatch::Any
+            let l: u8 = l.parse().map_err(|_| bad())?;
+            let m = if let Ok(a) = a.parse::<Ipv4Addr>() {
+                (l <= 32).then(|| AddrMatch::v4(a, l))
+            } else if let Ok(a) = a.parse::<Ipv6Addr>() {
+                (l <= 128).then(|| AddrMatch::v6(a, l))
             } else {
-                AddrMatch::v4(a, l)
-            })
+                None
+            };
+            let m = m.ok_or_else(bad)?;
+            Ok(if l == 0 { AddrMatch::Any } else { m })
         };
         let src = prefix(src_text, first.column + 1)?;
         let dst = prefix(w[1].text, w[1].column)?;
+        check_families(&src, &dst, lineno, w[1].column, "a prefix")?;
         for i in [3, 6] {
             if w[i].text != ":" {
                 return Err(err(
@@ -492,29 +513,50 @@ pub fn parse_classbench(text: &str) -> Result<Vec<Rule>, ParseError> {
 }
 
 /// Parses one line of a ClassBench header trace: `SRC DST SPORT DPORT PROTO
-/// [more columns]`, addresses as unsigned 32-bit decimal integers. Returns
-/// the key and, when present, the sixth column (the trace's FIRSTMATCH).
+/// [more columns]`, IPv4 addresses as unsigned 32-bit decimal integers (as
+/// ClassBench writes them) or IPv6 addresses as text (as DPDK's test-acl
+/// reads them with `--ipv6`). Returns the key and, when present, the sixth
+/// column (the trace's FIRSTMATCH).
 pub fn parse_trace_line(line: &str) -> Result<(crate::PacketKey, Option<u64>), String> {
     let mut it = line.split_whitespace();
-    let mut field = |what: &str| -> Result<u64, String> {
-        let t = it
-            .next()
-            .ok_or_else(|| format!("expected {what}, found the end of the line"))?;
+    let mut word = |what: &str| -> Result<&str, String> {
+        it.next()
+            .ok_or_else(|| format!("expected {what}, found the end of the line"))
+    };
+    let number = |t: &str, what: &str| -> Result<u64, String> {
         t.parse::<u64>()
             .map_err(|_| format!("expected {what}, found `{t}`"))
     };
-    let src = field("a source address (unsigned 32-bit integer)")?;
-    let dst = field("a destination address (unsigned 32-bit integer)")?;
-    let sp = field("a source port")?;
-    let dp = field("a destination port")?;
-    let proto = field("a protocol")?;
-    let src = u32::try_from(src).map_err(|_| format!("source address {src} is above 2^32-1"))?;
-    let dst =
-        u32::try_from(dst).map_err(|_| format!("destination address {dst} is above 2^32-1"))?;
+    let src_text = word("a source address")?;
+    let dst_text = word("a destination address")?;
+    let sp = number(word("a source port")?, "a source port")?;
+    let dp = number(word("a destination port")?, "a destination port")?;
+    let proto = number(word("a protocol")?, "a protocol")?;
     let sp = u16::try_from(sp).map_err(|_| format!("source port {sp} is above 65535"))?;
     let dp = u16::try_from(dp).map_err(|_| format!("destination port {dp} is above 65535"))?;
     let proto = u8::try_from(proto).map_err(|_| format!("protocol {proto} is above 255"))?;
     let expected = it.next().and_then(|t| t.parse::<u64>().ok());
+    let v6 = src_text.contains(':');
+    if v6 != dst_text.contains(':') {
+        return Err(format!(
+            "expected two addresses of one family, found `{src_text}` and `{dst_text}`"
+        ));
+    }
+    if v6 {
+        let addr = |t: &str, what: &str| -> Result<Ipv6Addr, String> {
+            t.parse()
+                .map_err(|_| format!("expected {what} (IPv6), found `{t}`"))
+        };
+        let src = addr(src_text, "a source address")?;
+        let dst = addr(dst_text, "a destination address")?;
+        return Ok((crate::PacketKey::v6(src, dst, proto, sp, dp), expected));
+    }
+    let addr = |t: &str, what: &str| -> Result<u32, String> {
+        let a = number(t, &format!("{what} (unsigned 32-bit integer)"))?;
+        u32::try_from(a).map_err(|_| format!("{what} {a} is above 2^32-1"))
+    };
+    let src = addr(src_text, "source address")?;
+    let dst = addr(dst_text, "destination address")?;
     Ok((crate::PacketKey::v4(src, dst, proto, sp, dp), expected))
 }
 
@@ -540,6 +582,18 @@ mod tests {
         );
         let e = parse_classbench("@1.2.3.4/32 1.2.3.4/33 0 : 1 0 : 1 0x06/0xFF 0/0").unwrap_err();
         assert_eq!((e.line, e.column), (1, 13));
+        let r =
+            parse_classbench("@2001:db8::/32\t::/0\t0 : 65535\t53 : 53\t0x11/0xFF\t0x0000/0x0000")
+                .unwrap();
+        assert_eq!(
+            r[0].to_string(),
+            "ip filter 0 pass 2001:db8::/32 * udp * 53"
+        );
+        let e =
+            parse_classbench("@2001:db8::/32 10.0.0.0/8 0 : 1 0 : 1 0x06/0xFF 0/0").unwrap_err();
+        assert!(e.message.contains("same family"), "{e}");
+        let e = parse_classbench("@2001:db8::/129 ::/0 0 : 1 0 : 1 0x06/0xFF 0/0").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 2));
         let e =
             parse_classbench("@1.2.3.4/32 1.2.3.4/32 0 : 1 0 : 1 0x06/0x0F 0x0/0x0").unwrap_err();
         assert!(e.message.contains("protocol"), "{e}");
@@ -553,6 +607,14 @@ mod tests {
             (k.src_port, k.dst_port, k.protocol, m),
             (22530, 1521, 6, Some(1574))
         );
+        let (k, m) = parse_trace_line("2001:db8::1 2001:db8:0:1::2 53 1024 17 3").unwrap();
+        assert_eq!(k.dst.to_string(), "2001:db8:0:1::2");
+        assert_eq!(
+            (k.src_port, k.dst_port, k.protocol, m),
+            (53, 1024, 17, Some(3))
+        );
+        assert!(parse_trace_line("2001:db8::1 167772161 53 1024 17").is_err());
+        assert!(parse_trace_line("2001:db8::g 2001:db8::1 53 1024 17").is_err());
         assert!(parse_trace_line("4294967296 1 1 1 6").is_err());
         assert!(parse_trace_line("1 1 1").is_err());
     }

@@ -181,6 +181,13 @@ pub fn rules(data: &[u8]) {
                     );
                 }
             }
+            // A set's IPv6 image (`filter::v6map`), when it has one, parses
+            // back to as many rules, in ClassBench syntax.
+            if let Ok(image) = filter::v6map::rules_text(&set) {
+                let v6 = RuleSet::parse(&image).expect("the IPv6 image parses");
+                assert_eq!(v6.len(), set.len());
+                assert!(v6.is_empty() || v6.syntax() == filter::Syntax::ClassBench);
+            }
         }
         Err(e) => assert!(e.line >= 1 && e.column >= 1),
     }

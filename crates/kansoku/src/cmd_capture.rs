@@ -94,7 +94,9 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         }
         None => (None, Vec::new()),
     };
-    let mut lane_rules = lane_rules.into_iter().chain(std::iter::repeat_with(|| None));
+    let mut lane_rules = lane_rules
+        .into_iter()
+        .chain(std::iter::repeat_with(|| None));
     let profile = args
         .profile
         .is_some()

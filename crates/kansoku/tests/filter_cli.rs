@@ -189,3 +189,104 @@ fn match_reads_classbench_traces_plain_or_zstd() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("| fast |"), "{text}");
 }
+
+/// The repository's copy of ClassBench's acl1 1K set and its trace.
+fn acl1_1k() -> (std::path::PathBuf, std::path::PathBuf) {
+    let d =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../filter/tests/data/classbench");
+    (d.join("acl1_1k.rules"), d.join("acl1_1k.trace.zst"))
+}
+
+#[test]
+fn v6_maps_a_classbench_set_whose_answers_filter_match_reproduces() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rules, trace) = acl1_1k();
+    let out = run_ok(&[
+        "filter",
+        "v6",
+        "--rules",
+        p(&rules),
+        "--trace",
+        p(&trace),
+        "-o",
+        p(dir.path()),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("every one equal to the IPv4 trace's"), "{err}");
+    let (rules6, trace6) = (
+        dir.path().join("acl1_1k_v6.rules"),
+        dir.path().join("acl1_1k_v6.trace.zst"),
+    );
+    let text = std::fs::read_to_string(&rules6).unwrap();
+    let set = filter::RuleSet::parse(&text).unwrap();
+    let v4 = filter::RuleSet::parse(&std::fs::read_to_string(&rules).unwrap()).unwrap();
+    assert_eq!(set.len(), v4.len());
+    assert!(set
+        .rules()
+        .iter()
+        .all(|r| !matches!(r.src, filter::AddrMatch::V4 { .. })
+            && !matches!(r.dst, filter::AddrMatch::V4 { .. })));
+    // The trace's answer column is what both engines give for each header.
+    let mut answers = String::new();
+    std::io::Read::read_to_string(
+        &mut zstd::Decoder::new(std::fs::File::open(&trace6).unwrap()).unwrap(),
+        &mut answers,
+    )
+    .unwrap();
+    let want: Vec<String> = answers
+        .lines()
+        .map(|l| {
+            let m: usize = l.split('\t').nth(5).unwrap().parse().unwrap();
+            if m < set.len() {
+                m.to_string()
+            } else {
+                "none".to_string()
+            }
+        })
+        .collect();
+    assert_eq!(want.len(), 100_000);
+    assert!(
+        want.iter().any(|w| w == "none")
+            || want.iter().collect::<std::collections::HashSet<_>>().len() > 100
+    );
+    for engine in ["fast", "linear"] {
+        let out = run_ok(&[
+            "filter",
+            "match",
+            "--rules",
+            p(&rules6),
+            "--trace",
+            p(&trace6),
+            "--engine",
+            engine,
+        ]);
+        let got: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(
+            got == want,
+            "{engine}: filter match disagrees with the mapped trace's answers"
+        );
+    }
+    // A trace whose answers are not the rules' is refused, the header named.
+    let bad = dir.path().join("bad.trace");
+    std::fs::write(&bad, "167772161\t16843009\t1234\t80\t6\t0\n").unwrap();
+    let out = run(&[
+        "filter",
+        "v6",
+        "--rules",
+        p(&rules),
+        "--trace",
+        p(&bad),
+        "-o",
+        p(dir.path()),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "an input error");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("header 1 (") && err.contains("the IPv4 trace says rule 0"),
+        "{err}"
+    );
+}

@@ -26,6 +26,9 @@ pub enum FilterCommand {
     Lint(FilterLintArgs),
     /// Classify a ClassBench header trace: one line per header, the id of the first matching rule or `none`.
     Match(FilterMatchArgs),
+    /// Map a ClassBench IPv4 rule set and its trace to IPv6 (2001:db8::/32; see ARCHITECTURE.md), the trace's
+    /// answers computed by the linear engine: writes DIR/NAME_v6.rules and DIR/NAME_v6.trace.zst.
+    V6(FilterV6Args),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -90,6 +93,19 @@ pub struct FilterMatchArgs {
     /// Classifier engine.
     #[arg(long, value_enum, default_value_t = EngineArg::Fast)]
     pub engine: EngineArg,
+}
+
+#[derive(Debug, Args)]
+pub struct FilterV6Args {
+    /// ClassBench rule file (IPv4).
+    #[arg(long, value_name = "FILE")]
+    pub rules: PathBuf,
+    /// Its header trace (plain or zstd); when it carries FIRSTMATCH answers, the IPv6 answers must equal them.
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Directory for NAME_v6.rules and NAME_v6.trace.zst (created if missing).
+    #[arg(long, short = 'o', value_name = "DIR", default_value = ".")]
+    pub out: PathBuf,
 }
 
 /// `kansoku profile`: aguri summaries of a trace, or re-aggregation of summaries.
