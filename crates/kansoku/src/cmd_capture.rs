@@ -181,7 +181,13 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         ..PipelineConfig::default()
     };
     let reload = reloader.as_mut().zip(reload_request);
-    let (stats, mut report) = run_lanes(&mut lanes, &cfg, signals::stop_flag(), reload);
+    let (stats, mut report) = run_lanes(
+        &mut lanes,
+        &cfg,
+        signals::stop_flag(),
+        signals::abort_flag(),
+        reload,
+    );
     finish(args, lanes, stats, &mut report)?;
     Ok(report)
 }
@@ -195,6 +201,11 @@ fn finish(
     report: &mut Report,
 ) -> pipeline::Result<()> {
     let r = CaptureReport::close_lanes(&args.interface, lanes, &stats, report, Out::close);
+    if signals::abort_flag().load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "kansoku: aborted: the packets still queued were not written (counted as dropped by kansoku)"
+        );
+    }
     if args.json {
         // Packet lines own standard output when there is no -w.
         let to_stdout = args

@@ -244,6 +244,71 @@ wait $snd
     }
 }
 
+/// `timeout -s INT 3` (which signals kansoku and then its process group:
+/// two SIGINTs microseconds apart; `--preserve-status` passes kansoku's exit
+/// code on), two SIGINTs 10 ms apart, and a SIGHUP:
+/// each ends the capture cleanly, with its statistics printed and a
+/// complete file that holds what they say was written.
+#[test]
+fn timeout_a_quick_second_sigint_and_sighup_each_end_a_capture_cleanly() {
+    let Some(dir) = netns_test(
+        r#"
+timeout --preserve-status -s INT 3 $K capture -i kcb -w "$DIR/t.pcap.lz4" --json > "$DIR/t.json" 2> "$DIR/t.err" &
+t=$!
+$K capture -i kcb -w "$DIR/d.pcap.lz4" --json > "$DIR/d.json" 2> "$DIR/d.err" &
+d=$!
+$K capture -i kcb -w "$DIR/h.pcap.lz4" --json > "$DIR/h.json" 2> "$DIR/h.err" &
+h=$!
+for f in t d h; do wait_listening "$DIR/$f.err"; done
+python3 "$SEND" kca 10000 "$DIR/sent.pcap" --seconds 5 &
+snd=$!
+sleep 1.5
+kill -INT $d
+sleep 0.01
+kill -INT $d
+kill -HUP $h
+wait $t || echo "the capture exited with $?" >> "$DIR/t.err"
+wait $d || echo "the capture exited with $?" >> "$DIR/d.err"
+wait $h || echo "the capture exited with $?" >> "$DIR/h.err"
+wait $snd
+for f in t d h; do lz4 -tq "$DIR/$f.pcap.lz4" && echo ok > "$DIR/$f.lz4t" || echo bad > "$DIR/$f.lz4t"; done
+"#,
+    ) else {
+        return;
+    };
+    let sent = sent_frames(&dir.path().join("sent.pcap"));
+    for f in ["t", "d", "h"] {
+        let err = std::fs::read_to_string(dir.path().join(format!("{f}.err"))).unwrap();
+        let stats = json(dir.path().join(format!("{f}.json")));
+        assert_accounting(&stats);
+        let lz4t = std::fs::read_to_string(dir.path().join(format!("{f}.lz4t"))).unwrap();
+        assert_eq!(
+            lz4t.trim(),
+            "ok",
+            "{f}: the LZ4 frame is not complete; {err}"
+        );
+        let (got, ok, terr) = tshark_read(&dir.path().join(format!("{f}.pcap.lz4")));
+        assert!(ok, "{f}: tshark reports a damaged file: {terr}");
+        assert_eq!(
+            got.len() as u64,
+            stats["written"].as_u64().unwrap(),
+            "{f}: {stats}"
+        );
+        assert!(
+            got.len() > 100 && got.len() < sent.len(),
+            "{f}: {} of {}",
+            got.len(),
+            sent.len()
+        );
+        for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+            assert!(g.data == *s, "{f}: frame {i} differs");
+        }
+        assert!(!err.contains("exited with"), "{f}: {err}");
+    }
+    let d_err = std::fs::read_to_string(dir.path().join("d.err")).unwrap();
+    assert!(d_err.contains("ignored, already stopping"), "{d_err}");
+}
+
 #[test]
 fn generate_sends_100000_packets_that_capture_writes_byte_for_byte() {
     let Some(dir) = netns_test(

@@ -29,6 +29,9 @@ pub struct Lane<R, S> {
 
 /// Runs every lane on a thread of its own until `signal` is set (Ctrl-C),
 /// any lane stops (`count`, `duration`), or one fails; all stop together.
+/// Each consumer then drains what its queue holds, unless `abort` is set:
+/// then it stops where it is, and what it did not take counts as dropped
+/// by kansoku.
 /// On a terminal, a line of live counts is redrawn once a second. With a
 /// `reload` (a reloader and its request flag, SIGHUP's), the rule file is
 /// read again and swapped into every lane on each request. Returns the
@@ -37,6 +40,7 @@ pub fn run_lanes<R, S>(
     lanes: &mut [Lane<R, S>],
     cfg: &PipelineConfig,
     signal: &AtomicBool,
+    abort: &AtomicBool,
     reload: Option<(&mut Reloader, &AtomicBool)>,
 ) -> (CaptureStats, Report)
 where
@@ -58,7 +62,7 @@ where
             .map(|(lane, live)| {
                 let stop = &stop;
                 s.spawn(move || {
-                    let r = run_lane(&mut lane.ring, cfg, stop, live, &mut lane.chain);
+                    let r = run_lane(&mut lane.ring, cfg, stop, abort, live, &mut lane.chain);
                     stop.store(true, Ordering::Relaxed);
                     r
                 })

@@ -302,7 +302,8 @@ impl Default for PipelineConfig {
 }
 
 /// Runs a lane: the ring thread on the calling thread, and the [`run`]
-/// loop of `consumer` over a [`LaneSource`] on a second one, until `stop`
+/// loop of `consumer` over a [`LaneSource`] on a second one (which stops
+/// short of the queue's end only when `abort` is set), until `stop`
 /// is set, `count` packets were taken, `duration` passed, or the consumer
 /// fails. Returns the final counters and the consumer's report (its output
 /// failure, if any; the ring's own failure is an input error in it).
@@ -310,6 +311,7 @@ pub fn run_lane<R, C>(
     ring: &mut R,
     cfg: &PipelineConfig,
     stop: &AtomicBool,
+    abort: &AtomicBool,
     live: &LiveStats,
     consumer: &mut C,
 ) -> (CaptureStats, Report)
@@ -343,9 +345,9 @@ where
                 waiting: false,
             };
             // The ring thread decides when to stop; the consumer drains
-            // every batch it was handed.
-            let never = AtomicBool::new(false);
-            let report = run(&mut source, consumer, Control::new(&never));
+            // every batch it was handed, unless the run is aborted (what it
+            // leaves then counts as dropped, below).
+            let report = run(&mut source, consumer, Control::new(abort));
             (report, source.taken)
         });
         let handoff = Handoff {
@@ -1009,6 +1011,9 @@ mod tests {
         }
     }
 
+    /// The abort flag of a run that is never aborted.
+    static NOT_ABORTED: AtomicBool = AtomicBool::new(false);
+
     /// Counts what it is given, slowly: a writer that falls behind.
     #[derive(Default)]
     struct SlowCounter {
@@ -1053,7 +1058,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let live = LiveStats::default();
         let mut consumer = SlowCounter::default();
-        let (stats, report) = run_lane(&mut ring, &cfg, &stop, &live, &mut consumer);
+        let (stats, report) = run_lane(&mut ring, &cfg, &stop, &NOT_ABORTED, &live, &mut consumer);
         assert!(report.output_error.is_none() && report.read_error.is_none());
         assert!(ring.stopped, "the ring is told to stop receiving");
         // What the kernel saw = taken from the ring + dropped by the kernel.
@@ -1100,7 +1105,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let live = LiveStats::default();
         let mut consumer = Fails(0);
-        let (stats, report) = run_lane(&mut ring, &cfg, &stop, &live, &mut consumer);
+        let (stats, report) = run_lane(&mut ring, &cfg, &stop, &NOT_ABORTED, &live, &mut consumer);
         assert_eq!(report.exit_code(), crate::ExitCode::Output);
         assert_eq!(
             stats.received,
@@ -1111,5 +1116,42 @@ mod tests {
         // taken, and what the consumer never took is counted as dropped.
         assert!(stats.received < 2000, "{stats:?}");
         assert_eq!(stats.delivered, consumer.0, "{stats:?}");
+    }
+
+    #[test]
+    fn an_abort_leaves_the_queue_and_counts_it_as_dropped() {
+        // 40 blocks of 50 packets come at once; the writer takes 200 us a
+        // packet, so most wait in the (large) queue when the stop comes.
+        let blocks: Vec<(u32, bool)> = (0..40).map(|_| (50, false)).collect();
+        let mut ring = ScriptedRing::new(&blocks);
+        let cfg = PipelineConfig {
+            drain: Duration::from_millis(10),
+            ..PipelineConfig::default()
+        };
+        let (stop, abort) = (AtomicBool::new(false), AtomicBool::new(false));
+        let live = LiveStats::default();
+        let mut consumer = SlowCounter::default();
+        let (stats, report) = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(30));
+                stop.store(true, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(30));
+                abort.store(true, Ordering::Relaxed);
+            });
+            run_lane(&mut ring, &cfg, &stop, &abort, &live, &mut consumer)
+        });
+        assert!(report.output_error.is_none(), "{report:?}");
+        assert_eq!(stats.kernel.packets, 2000);
+        assert_eq!(stats.kernel.packets, stats.received + stats.kernel.drops);
+        assert_eq!(
+            stats.received,
+            stats.delivered + stats.dropped_queue + stats.skipped
+        );
+        // The consumer stopped early, and what it left is counted, not lost.
+        assert_eq!(consumer.packets, stats.delivered, "{stats:?}");
+        assert!(
+            stats.delivered < 1000 && stats.dropped_queue > 1000,
+            "{stats:?}"
+        );
     }
 }
