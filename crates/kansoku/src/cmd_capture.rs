@@ -126,8 +126,8 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     // rotated ones included, then belongs to the same user.
     for i in 0..n {
         let out = match args.out.write.as_deref() {
-            Some(p) if n > 1 => Out::Trace(args.out.sink(&lane_path(p, i))?),
-            Some(p) => Out::Trace(args.out.sink(p)?),
+            Some(p) if n > 1 => Out::Trace(args.out.live_sink(&lane_path(p, i))?),
+            Some(p) => Out::Trace(args.out.live_sink(p)?),
             None => Out::Print(Printer::new(false, TimeFormat::Epoch)),
         };
         let print = args.profile.is_none() || args.out.write.is_some();

@@ -309,6 +309,52 @@ for f in t d h; do lz4 -tq "$DIR/$f.pcap.lz4" && echo ok > "$DIR/$f.lz4t" || ech
     assert!(d_err.contains("ignored, already stopping"), "{d_err}");
 }
 
+/// A live capture compresses only while it pays (paper 000's condition):
+/// random payload is stored raw without running the compressor, the worm
+/// pattern is compressed to under a fifth; the statistics give the figures;
+/// tshark reads both.
+#[test]
+fn a_capture_compresses_what_pays_and_stores_random_payload_raw() {
+    let Some(dir) = netns_test(
+        r#"
+for p in random worm; do
+  $K capture -i kcb -c 20000 -w "$DIR/$p.pcap.lz4" --json > "$DIR/$p.json" 2> "$DIR/$p.err" &
+  c=$!
+  wait_listening "$DIR/$p.err"
+  $K generate -i kca -c 20000 --pps 40000 --size 1518 --payload $p > /dev/null
+  wait $c
+done
+"#,
+    ) else {
+        return;
+    };
+    for p in ["random", "worm"] {
+        let stats = json(dir.path().join(format!("{p}.json")));
+        assert_accounting(&stats);
+        let out = &stats["output"];
+        let n = |k: &str| {
+            out[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{p}: no {k} in {out}"))
+        };
+        assert_eq!(
+            n("packets"),
+            stats["written"].as_u64().unwrap(),
+            "{p}: {stats}"
+        );
+        if p == "random" {
+            assert!(n("skipped_blocks") * 10 >= n("blocks") * 8, "{p}: {out}");
+            assert_eq!(out["compression_pays"], false, "{p}: {out}");
+        } else {
+            assert!(n("bytes_out") * 5 < n("bytes_in"), "{p}: {out}");
+            assert!(n("skipped_blocks") * 20 < n("blocks"), "{p}: {out}");
+        }
+        let (got, ok, err) = tshark_read(&dir.path().join(format!("{p}.pcap.lz4")));
+        assert!(ok, "{p}: tshark: {err}");
+        assert_eq!(got.len() as u64, n("packets"), "{p}");
+    }
+}
+
 #[test]
 fn generate_sends_100000_packets_that_capture_writes_byte_for_byte() {
     let Some(dir) = netns_test(

@@ -33,6 +33,7 @@ use std::str::FromStr;
 
 use wire::LinkType;
 
+use crate::compress::economy::Economy;
 use crate::compress::pool::{Done, EncoderPool, Job, Work};
 use crate::compress::{check_level, ChunkEncoder, ChunkReport};
 use crate::error::{Error, Result};
@@ -215,6 +216,22 @@ pub struct WriterConfig {
     /// and ~8% of zstd's on compressible traffic, above the 5% that the
     /// index's chunk checksums cost, which cover the same bytes.
     pub stream_checksums: bool,
+    /// Whether each chunk is compressed ([`CompressWhen::Always`], the
+    /// default) or only while compression pays by paper 000's condition
+    /// ([`CompressWhen::Pays`]; LZ4 only, see [`crate::compress::economy`]).
+    pub compress_when: CompressWhen,
+}
+
+/// When the writer runs the compressor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CompressWhen {
+    /// On every chunk (a chunk that does not shrink is still stored raw).
+    #[default]
+    Always,
+    /// While it saves the writer time: `T_c > T_d / (1 - r)`, measured as
+    /// the writer goes; otherwise chunks are stored raw without trying,
+    /// with a trial now and then. LZ4 only (other codecs always compress).
+    Pays,
 }
 
 impl Default for WriterConfig {
@@ -230,6 +247,7 @@ impl Default for WriterConfig {
             sync: false,
             threads: 1,
             stream_checksums: false,
+            compress_when: CompressWhen::Always,
         }
     }
 }
@@ -272,6 +290,17 @@ pub struct WriteStats {
     /// Records the output format cannot hold (pcapng-only blocks and extra
     /// sections written to pcap), dropped.
     pub dropped_records: u64,
+    /// Codec blocks stored raw without trying the compressor, because
+    /// compression did not pay ([`CompressWhen::Pays`]).
+    pub skipped_blocks: u64,
+    /// Bytes given to the compressor, what it made of them, and the
+    /// nanoseconds it took: its throughput and ratio.
+    pub compressed_in: u64,
+    pub compressed_out: u64,
+    pub compress_ns: u64,
+    /// Nanoseconds the trace's writes took (for `bytes_out`): the writer's
+    /// throughput.
+    pub write_ns: u64,
 }
 
 impl std::ops::AddAssign<&WriteStats> for WriteStats {
@@ -284,6 +313,11 @@ impl std::ops::AddAssign<&WriteStats> for WriteStats {
         self.raw_blocks += o.raw_blocks;
         self.blocks += o.blocks;
         self.dropped_records += o.dropped_records;
+        self.skipped_blocks += o.skipped_blocks;
+        self.compressed_in += o.compressed_in;
+        self.compressed_out += o.compressed_out;
+        self.compress_ns += o.compress_ns;
+        self.write_ns += o.write_ns;
     }
 }
 
@@ -361,6 +395,9 @@ pub struct TraceWriter<W: Write> {
     /// A chunk failed to encode or write: later chunks are not written,
     /// which would leave a hole in the file.
     failed: bool,
+    /// Whether compression pays, with [`CompressWhen::Pays`] on a codec
+    /// that can store chunks raw.
+    economy: Option<Economy>,
 }
 
 impl TraceWriter<File> {
@@ -415,7 +452,10 @@ impl<W: Write> TraceWriter<W> {
         } else {
             None
         };
+        let economy =
+            (cfg.compress_when == CompressWhen::Pays && enc.can_store()).then(Economy::default);
         Ok(TraceWriter {
+            economy,
             sink,
             block: Vec::with_capacity(cfg.block_size + 2048),
             out: Vec::with_capacity(cfg.block_size + cfg.block_size / 8 + 64),
@@ -755,6 +795,7 @@ impl<W: Write> TraceWriter<W> {
         if self.index.is_some() {
             c.crc = crate::index::chunk_checksum(&self.block[..len]);
         }
+        let compress = self.economy.as_mut().is_none_or(Economy::compress_next);
         if self.pool.is_some() {
             let cap = self.cfg.block_size + 2048;
             let mut input = self.pool.as_mut().map_or_else(Vec::new, |p| p.buffer(cap));
@@ -766,16 +807,20 @@ impl<W: Write> TraceWriter<W> {
                 input.extend_from_slice(&self.block[..len]);
                 self.block.drain(..len);
             }
-            self.submit(Work::Chunk, input, c)?;
+            let work = if compress { Work::Chunk } else { Work::Store };
+            self.submit(work, input, c)?;
             return self.collect(false);
         }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let header_len = self.begin_into(&mut out);
-        let r = self
-            .enc
-            .encode_chunk(&self.block[..len], &mut out)
-            .and_then(|rep| self.write_chunk(&out, header_len, len, c, rep));
+        let chunk = &self.block[..len];
+        let encoded = if compress {
+            self.enc.encode_chunk(chunk, &mut out)
+        } else {
+            self.enc.store_chunk(chunk, &mut out)
+        };
+        let r = encoded.and_then(|rep| self.write_chunk(&out, header_len, len, c, rep));
         self.out = out;
         if len == self.block.len() {
             self.block.clear();
@@ -806,6 +851,7 @@ impl<W: Write> TraceWriter<W> {
         c: ChunkState,
         rep: ChunkReport,
     ) -> Result<()> {
+        let t = std::time::Instant::now();
         self.sink.write_all(out).map_err(|e| {
             Error::io(
                 format!(
@@ -817,6 +863,21 @@ impl<W: Write> TraceWriter<W> {
         })?;
         if let Some(sync) = self.sync {
             sync(&self.sink).map_err(|e| Error::io("syncing the trace", e))?;
+        }
+        let write_ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let stored = out.len() - header_len;
+        if rep.encode_ns > 0 {
+            self.stats.compressed_in += len as u64;
+            self.stats.compressed_out += stored as u64;
+            self.stats.compress_ns += rep.encode_ns;
+        }
+        self.stats.write_ns += write_ns;
+        self.stats.skipped_blocks += rep.skipped_blocks;
+        if let Some(e) = self.economy.as_mut() {
+            e.wrote(out.len(), write_ns);
+            if rep.encode_ns > 0 {
+                e.compressed(len, stored, rep.encode_ns);
+            }
         }
         let mut flags = if c.metadata { FLAG_METADATA } else { 0 };
         if rep.blocks > 0 && rep.raw_blocks == rep.blocks {
@@ -917,7 +978,7 @@ impl<W: Write> TraceWriter<W> {
                 }
             };
             let r = result.and_then(|rep| match job.work {
-                Work::Chunk => self.write_chunk(
+                Work::Chunk | Work::Store => self.write_chunk(
                     &job.out,
                     job.meta.header_len,
                     job.input.len(),

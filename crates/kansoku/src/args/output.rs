@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use pipeline::{CompressThreads, Error, TraceSettings, TraceSink};
 use trace::format::Codec;
 use trace::rotate::RotateConfig;
-use trace::write::{OutputFormat, WriterConfig};
+use trace::write::{CompressWhen, OutputFormat, WriterConfig};
 
 /// The synthetic traffic pattern shared by `synth` and `generate`.
 #[derive(Debug, Args)]
@@ -105,6 +105,18 @@ pub struct OutputArgs {
     /// Compression threads; the file is the same whatever the number. 1: blocks are compressed on the writing thread; N >= 2: by N threads while it goes on (zstd: by one, its blocks continue one frame). auto (default): 1 for lz4 and none, for gzip the cores less one, 1 to 4, for zstd 2 where there are two cores (one compression thread beside the writing one, as zstd -1).
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = CompressThreads::parse)]
     pub compress_threads: CompressThreads,
+    /// When lz4 runs: always, or only while it saves the writer time by paper 000's condition
+    /// T_c > T_d / (1 - r) (compressor and write speed and ratio measured as it goes; blocks are stored raw without
+    /// trying otherwise, with a trial now and then; the statistics say which and why). Default: pays for a live
+    /// capture, always elsewhere.
+    #[arg(long, value_enum)]
+    pub compress_when: Option<CompressWhenArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompressWhenArg {
+    Always,
+    Pays,
 }
 
 fn parse_idle(s: &str) -> Result<f64, String> {
@@ -127,6 +139,12 @@ impl OutputArgs {
     /// them, the flags' defaults (pcap, lz4) where neither does; a flag
     /// that contradicts the name is a usage error.
     pub fn settings(&self, path: &Path) -> Result<TraceSettings, Error> {
+        self.settings_with(path, CompressWhen::Always)
+    }
+
+    /// [`settings`](Self::settings) with `when` where `--compress-when`
+    /// is not given.
+    pub fn settings_with(&self, path: &Path, when: CompressWhen) -> Result<TraceSettings, Error> {
         let (named_format, named_codec) = trace::write::named(path);
         let flag_format = self.format.map(|f| match f {
             FormatArg::Pcap => OutputFormat::Pcap,
@@ -171,6 +189,11 @@ impl OutputArgs {
             index: !self.no_index,
             sync: self.sync,
             stream_checksums: self.checksums,
+            compress_when: match self.compress_when {
+                Some(CompressWhenArg::Always) => CompressWhen::Always,
+                Some(CompressWhenArg::Pays) => CompressWhen::Pays,
+                None => when,
+            },
             ..WriterConfig::default()
         };
         writer.block_size = self.block_size.map_or_else(
@@ -188,6 +211,12 @@ impl OutputArgs {
     /// A sink for `path` with these settings.
     pub fn sink(&self, path: &Path) -> Result<TraceSink, Error> {
         TraceSink::new(path, &self.settings(path)?)
+    }
+
+    /// A sink for a live capture's `path`: compression only while it pays,
+    /// unless `--compress-when` says otherwise.
+    pub fn live_sink(&self, path: &Path) -> Result<TraceSink, Error> {
+        TraceSink::new(path, &self.settings_with(path, CompressWhen::Pays)?)
     }
 
     /// The sink of `-w`, if given.

@@ -103,6 +103,7 @@ impl GzipChunkEncoder {
         Ok(ChunkReport {
             blocks: 1,
             raw_blocks: u64::from(stored),
+            ..ChunkReport::default()
         })
     }
 }

@@ -121,6 +121,28 @@ impl Lz4FrameEncoder {
         report
     }
 
+    /// Appends `chunk` as uncompressed blocks, without running the
+    /// compressor: what the writer does when compression does not pay
+    /// ([`super::economy`]).
+    pub fn store_chunk(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> ChunkReport {
+        let mut report = ChunkReport::default();
+        if let Some(h) = self.checksum.as_mut() {
+            h.update(chunk);
+        }
+        for block in chunk.chunks(MAX_BLOCK) {
+            report.blocks += 1;
+            report.raw_blocks += 1;
+            report.skipped_blocks += 1;
+            // A block is at most MAX_BLOCK (64 KiB): its length fits in 31 bits.
+            out.extend_from_slice(&(block.len() as u32 | RAW_FLAG).to_le_bytes());
+            out.extend_from_slice(block);
+            if self.block_checksums {
+                out.extend_from_slice(&xxhash_rust::xxh32::xxh32(block, 0).to_le_bytes());
+            }
+        }
+        report
+    }
+
     /// Appends the EndMark and, if enabled, the content checksum.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
         out.extend_from_slice(&0u32.to_le_bytes());
@@ -256,6 +278,8 @@ mod tests {
             ChunkReport {
                 blocks: 1,
                 raw_blocks: 1,
+
+                ..ChunkReport::default()
             }
         );
         assert_eq!(
@@ -268,13 +292,19 @@ mod tests {
             ChunkReport {
                 blocks: 2,
                 raw_blocks: 0,
+
+                ..ChunkReport::default()
             }
         );
+        // Stored without trying: raw blocks whatever the content.
+        let r = enc.store_chunk(&[7u8; 70_000], &mut out);
+        assert_eq!((r.blocks, r.raw_blocks, r.skipped_blocks), (2, 2, 2));
         enc.finish(&mut out);
         let mut back = Vec::new();
         decode_blocks(&out, 0, false, &mut back).unwrap();
         assert_eq!(&back[..5000], &data[..]);
-        assert_eq!(&back[5000..], &[7u8; 70_000][..]);
+        assert_eq!(&back[5000..75_000], &[7u8; 70_000][..]);
+        assert_eq!(&back[75_000..], &[7u8; 70_000][..]);
         // With block checksums, every flipped byte is caught.
         let mut enc = Lz4FrameEncoder::new(false, true);
         let mut out = Vec::new();

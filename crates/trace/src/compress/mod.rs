@@ -22,6 +22,7 @@
 //! zstd chunk continues the frame's compressor state, so zstd gets a single
 //! compression thread (see `write::TraceWriter`'s `threads`).
 
+pub mod economy;
 pub mod gzip;
 pub mod lz4;
 pub(crate) mod pool;
@@ -37,6 +38,11 @@ pub struct ChunkReport {
     pub blocks: u64,
     /// Of those, blocks stored uncompressed.
     pub raw_blocks: u64,
+    /// Of those, blocks stored uncompressed without trying the compressor
+    /// ([`economy`]: compression did not pay).
+    pub skipped_blocks: u64,
+    /// Nanoseconds the compressor took (0 when it was not run).
+    pub encode_ns: u64,
 }
 
 /// The default level of each codec when none is given.
@@ -131,11 +137,29 @@ impl ChunkEncoder {
                 Ok(ChunkReport {
                     blocks: 1,
                     raw_blocks: 1,
+                    ..ChunkReport::default()
                 })
             }
-            ChunkEncoder::Lz4(e) => Ok(e.encode_chunk(chunk, out)),
-            ChunkEncoder::Zstd(e) => e.encode_chunk(chunk, out),
-            ChunkEncoder::Gzip(e) => e.encode_chunk(chunk, out),
+            ChunkEncoder::Lz4(e) => timed(|| Ok(e.encode_chunk(chunk, out))),
+            ChunkEncoder::Zstd(e) => timed(|| e.encode_chunk(chunk, out)),
+            ChunkEncoder::Gzip(e) => timed(|| e.encode_chunk(chunk, out)),
+        }
+    }
+
+    /// Whether [`store_chunk`](Self::store_chunk) can leave the compressor
+    /// out: LZ4, whose frame has uncompressed blocks. (zstd chunks continue
+    /// one compressor state and gzip members are not worth the exception.)
+    pub fn can_store(&self) -> bool {
+        matches!(self, ChunkEncoder::Lz4(_))
+    }
+
+    /// Appends `chunk` stored uncompressed, without running the compressor,
+    /// where the codec can ([`can_store`](Self::can_store)); otherwise
+    /// encodes it.
+    pub fn store_chunk(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<ChunkReport> {
+        match self {
+            ChunkEncoder::Lz4(e) => Ok(e.store_chunk(chunk, out)),
+            _ => self.encode_chunk(chunk, out),
         }
     }
 
@@ -150,4 +174,12 @@ impl ChunkEncoder {
             ChunkEncoder::None | ChunkEncoder::Gzip(_) => Ok(()),
         }
     }
+}
+
+/// Runs an encoding and puts the time it took in its report.
+fn timed(f: impl FnOnce() -> Result<ChunkReport>) -> Result<ChunkReport> {
+    let t = std::time::Instant::now();
+    let mut r = f()?;
+    r.encode_ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    Ok(r)
 }

@@ -27,6 +27,9 @@ use super::{ChunkEncoder, ChunkReport};
 pub(crate) enum Work {
     /// Encode `input` as one chunk.
     Chunk,
+    /// Store `input` as one chunk without compressing it (where the codec
+    /// can; see `ChunkEncoder::store_chunk`).
+    Store,
     /// End the stream (LZ4 EndMark, the zstd frame's last block).
     End,
 }
@@ -201,6 +204,7 @@ fn worker<M>(
         let codec = enc.name();
         let result = catch_unwind(AssertUnwindSafe(|| match job.work {
             Work::Chunk => enc.encode_chunk(&job.input, &mut job.out),
+            Work::Store => enc.store_chunk(&job.input, &mut job.out),
             Work::End => enc.finish(&mut job.out).map(|()| ChunkReport::default()),
         }));
         // A panic would leave the encoder's state unknown: report the job

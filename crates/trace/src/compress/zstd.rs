@@ -58,7 +58,7 @@ impl ZstdChunkEncoder {
             if left == 0 && input.pos() == chunk.len() {
                 return Ok(ChunkReport {
                     blocks: 1,
-                    raw_blocks: 0,
+                    ..ChunkReport::default()
                 });
             }
         }
