@@ -76,12 +76,17 @@ impl FlowKey {
         // layer alone only for packets whose ports are missing, so that
         // the usual packet reads its headers once.
         if let Some(t) = s.five_tuple() {
+            // ICMP's type and code are its port, as aguri keys it.
+            let (src_port, dst_port) = match s.icmp() {
+                Some((ty, code)) => (wire::icmp_port(ty, code), wire::icmp_port(ty, code)),
+                None => (t.src_port, t.dst_port),
+            };
             return Some(FlowKey {
                 src: t.src,
                 dst: t.dst,
                 protocol: t.protocol.into(),
-                src_port: t.src_port,
-                dst_port: t.dst_port,
+                src_port,
+                dst_port,
             });
         }
         let n = s.network()?;
@@ -736,5 +741,60 @@ mod tests {
             labels(2)
         );
         assert!(labels(3).contains(&"4:1:0".to_string()), "{:?}", labels(3));
+    }
+
+    /// ICMP and ICMPv6 messages are told apart by type and code, which are
+    /// their port (`type << 8 | code`), as aguri keys them: echo request
+    /// 4:1:2048, echo reply 4:1:0, port unreachable 4:1:771, time exceeded
+    /// 4:1:2816, ICMPv6 echo request 6:58:32768.
+    #[test]
+    fn icmp_type_and_code_are_the_port() {
+        let v4 = |ty: u8, code: u8| {
+            let mut f = vec![0u8; 14 + 20 + 8];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&28u16.to_be_bytes());
+            f[22] = 64;
+            f[23] = 1;
+            f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+            f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+            f[34] = ty;
+            f[35] = code;
+            f
+        };
+        let mut v6 = vec![0u8; 14 + 40 + 8];
+        v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+        v6[14] = 0x60;
+        v6[18..20].copy_from_slice(&8u16.to_be_bytes());
+        v6[20] = 58;
+        v6[21] = 64;
+        v6[37] = 1;
+        v6[53] = 2;
+        v6[54] = 128;
+        let frames = [v4(8, 0), v4(0, 0), v4(3, 3), v4(11, 0), v6];
+        for flow_slots in [0, DEFAULT_FLOW_SLOTS] {
+            let mut p = ProfilerConfig {
+                threshold: 0.0,
+                flow_slots,
+                ..ProfilerConfig::default()
+            }
+            .build()
+            .unwrap();
+            for (i, f) in frames.iter().enumerate() {
+                p.add_frame(LinkType::Ethernet, i as u64, 100, f);
+            }
+            let s = p.finish().unwrap();
+            for section in [2, 3] {
+                let labels: Vec<String> = s.sections[section]
+                    .entries
+                    .iter()
+                    .filter(|e| e.packets > 0)
+                    .map(|e| e.prefix.to_string())
+                    .collect();
+                for want in ["4:1:2048", "4:1:0", "4:1:771", "4:1:2816", "6:58:32768"] {
+                    assert!(labels.iter().any(|l| l == want), "{want}: {labels:?}");
+                }
+            }
+        }
     }
 }

@@ -104,7 +104,11 @@ pub fn slice(data: &[u8]) {
         IpAddr::V6(a) => u128::from(a),
     };
     let typed = s.network().map(|n| {
-        let (src_port, dst_port) = s.five_tuple().map_or((0, 0), |t| (t.src_port, t.dst_port));
+        // ICMP's type and code are its flow's port, as aguri keys it.
+        let (src_port, dst_port) = match s.icmp() {
+            Some((t, c)) => (wire::icmp_port(t, c), wire::icmp_port(t, c)),
+            None => s.five_tuple().map_or((0, 0), |t| (t.src_port, t.dst_port)),
+        };
         FlowBits {
             version: n.version,
             protocol: n.protocol.into(),

@@ -57,7 +57,9 @@ pub use error::{Error, ErrorKind, Layer, SliceError};
 pub use ethernet::{EtherType, EthernetAddress};
 pub use ip::IpProtocol;
 pub use link::LinkType;
-pub use slice::{flow_bits, slice, FiveTuple, FlowBits, NetworkInfo, Slice, MAX_IPV6_EXTENSIONS};
+pub use slice::{
+    flow_bits, icmp_port, slice, FiveTuple, FlowBits, NetworkInfo, Slice, MAX_IPV6_EXTENSIONS,
+};
 pub use tcp::TcpFlags;
 
 /// Reads a big-endian u16 from the first two bytes; callers pass a checked range.

@@ -117,9 +117,18 @@ pub struct FlowBits {
     /// The destination address, likewise.
     pub dst: u128,
     /// 0 where [`Slice::five_tuple`] has none (no ports in the protocol, a
-    /// later fragment, or the ports cut off).
+    /// later fragment, or the ports cut off). For ICMP over IPv4 and ICMPv6
+    /// over IPv6, both are `type << 8 | code` ([`Slice::icmp`]), as aguri
+    /// keys ICMP (an echo request is port 2048), so that echo, unreachable
+    /// and time-exceeded can be told apart.
     pub src_port: u16,
     pub dst_port: u16,
+}
+
+/// The port of an ICMP message in a flow: `type << 8 | code`.
+#[inline(always)]
+pub fn icmp_port(msg_type: u8, code: u8) -> u16 {
+    u16::from(msg_type) << 8 | u16::from(code)
 }
 
 const NONE: u32 = u32::MAX;
@@ -263,6 +272,8 @@ const USUAL_V6_LEN: usize = USUAL_V6_PORTS + ip::PORTS.end;
 /// The first byte of IPv4 without options: version 4, IHL 5 (IHL counts
 /// 4-byte words).
 const V4_WITHOUT_OPTIONS: u8 = (ipv4::VERSION << 4) | (ipv4::HEADER_LEN / 4) as u8;
+const ICMP: u8 = IpProtocol::Icmp.number();
+const ICMPV6: u8 = IpProtocol::Icmpv6.number();
 const ETHERTYPE_IPV4: u16 = EtherType::Ipv4.code();
 const ETHERTYPE_IPV6: u16 = EtherType::Ipv6.code();
 
@@ -282,9 +293,16 @@ fn ethernet_flow_bits(f: &[u8]) -> Option<FlowBits> {
     if f.len() >= NONE as usize {
         return None;
     }
-    let ports = |l4: &[u8], proto: u8, first: bool| {
-        if first && IpProtocol::from(proto).has_ports() {
+    // `l4` holds at least the four bytes of TCP's and UDP's ports, so the
+    // two of an ICMP type and code too.
+    let ports = |l4: &[u8], proto: u8, icmp: u8, first: bool| {
+        if !first {
+            (0, 0)
+        } else if IpProtocol::from(proto).has_ports() {
             ports(l4)
+        } else if proto == icmp {
+            let p = icmp_port(l4[0], l4[1]);
+            (p, p)
         } else {
             (0, 0)
         }
@@ -300,7 +318,8 @@ fn ethernet_flow_bits(f: &[u8]) -> Option<FlowBits> {
                 return None;
             }
             let protocol = h[USUAL_IP + ipv4::field::PROTOCOL];
-            let (src_port, dst_port) = ports(&h[USUAL_V4_PORTS..], protocol, ip.frag_offset() == 0);
+            let first = ip.frag_offset() == 0;
+            let (src_port, dst_port) = ports(&h[USUAL_V4_PORTS..], protocol, ICMP, first);
             Some(FlowBits {
                 version: ipv4::VERSION,
                 protocol,
@@ -323,7 +342,7 @@ fn ethernet_flow_bits(f: &[u8]) -> Option<FlowBits> {
             if pl != 0 && pl < ip::PORTS.end {
                 return None;
             }
-            let (src_port, dst_port) = ports(&h[USUAL_V6_PORTS..], nh, true);
+            let (src_port, dst_port) = ports(&h[USUAL_V6_PORTS..], nh, ICMPV6, true);
             Some(FlowBits {
                 version: ipv6::VERSION,
                 protocol: nh,
@@ -644,7 +663,11 @@ impl<'a> Slice<'a> {
         } else {
             None
         };
-        let (src_port, dst_port) = l4.map_or((0, 0), ports);
+        let (src_port, dst_port) = match (l4, self.icmp()) {
+            (Some(l4), _) => ports(l4),
+            (None, Some((t, c))) => (icmp_port(t, c), icmp_port(t, c)),
+            (None, None) => (0, 0),
+        };
         Some(FlowBits {
             version: self.ip_version,
             protocol: self.protocol,

@@ -52,10 +52,20 @@ fn addr_bits(a: IpAddr) -> u128 {
     }
 }
 
-/// The flow as `network()` and `five_tuple()` give it, in `FlowBits` form.
+/// A flow's ports as the typed accessors give them: ICMP's type and code
+/// (`icmp()`) as aguri keys them, else `five_tuple()`'s.
+fn typed_ports(s: &Slice) -> (u16, u16) {
+    match s.icmp() {
+        Some((t, c)) => (wire::icmp_port(t, c), wire::icmp_port(t, c)),
+        None => s.five_tuple().map_or((0, 0), |t| (t.src_port, t.dst_port)),
+    }
+}
+
+/// The flow as `network()`, `five_tuple()` and `icmp()` give it, in
+/// `FlowBits` form.
 fn typed_flow(s: &Slice) -> Option<FlowBits> {
     s.network().map(|n| {
-        let (sp, dp) = s.five_tuple().map_or((0, 0), |t| (t.src_port, t.dst_port));
+        let (sp, dp) = typed_ports(s);
         FlowBits {
             version: n.version,
             protocol: n.protocol.into(),
@@ -457,7 +467,7 @@ proptest! {
         }
         let s = slice(LinkType::Ethernet, &f);
         let want = s.network().map(|n| {
-            let (sp, dp) = s.five_tuple().map_or((0, 0), |t| (t.src_port, t.dst_port));
+            let (sp, dp) = typed_ports(&s);
             wire::FlowBits {
                 version: n.version,
                 protocol: n.protocol.into(),
@@ -527,7 +537,13 @@ proptest! {
         prop_assert_eq!(&f[s.payload_offset().unwrap()..], &payload[..]);
         let b = s.flow_bits().unwrap();
         prop_assert_eq!((b.version, b.protocol), (if v6 { 6 } else { 4 }, u8::from(proto)));
-        prop_assert_eq!((b.src_port, b.dst_port), (t.src_port, t.dst_port));
+        if proto.has_ports() {
+            prop_assert_eq!((b.src_port, b.dst_port), (t.src_port, t.dst_port));
+        } else {
+            // An echo request: ICMP type 8 or ICMPv6 type 128, code 0.
+            let p = if v6 { 128 << 8 } else { 8 << 8 };
+            prop_assert_eq!((b.src_port, b.dst_port), (p, p));
+        }
         prop_assert_eq!((b.src, b.dst), (addr_bits(src), addr_bits(dst)));
     }
 }
@@ -589,7 +605,14 @@ proptest! {
         prop_assert_eq!(s.error(), None);
         let vids: Vec<u16> = b.tags.iter().map(|t| t.1).collect();
         prop_assert_eq!(s.vlans(), &vids[..]);
-        let ports = if b.protocol.has_ports() && b.first_fragment() { b.ports } else { (0, 0) };
+        let ports = match b.protocol {
+            _ if !b.first_fragment() => (0, 0),
+            p if p.has_ports() => b.ports,
+            // Echo requests, keyed `type << 8 | code`.
+            IpProtocol::Icmp => (8 << 8, 8 << 8),
+            IpProtocol::Icmpv6 => (128 << 8, 128 << 8),
+            _ => (0, 0),
+        };
         let want = FlowBits {
             version: if b.src.is_ipv6() { 6 } else { 4 },
             protocol: b.protocol.into(),
