@@ -130,7 +130,7 @@ impl Default for ProfilerConfig {
             interval_ns: 0,
             budget: DEFAULT_BUDGET,
             threshold: DEFAULT_THRESHOLD,
-            metric: Metric::Bytes,
+            metric: Metric::Either,
             flow_slots: DEFAULT_FLOW_SLOTS,
         }
     }

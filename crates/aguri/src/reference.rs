@@ -387,11 +387,7 @@ impl ReferenceTree {
     /// summaries such remainders add up. There are fewer such branch points
     /// than reported entries, so the output at most doubles.
     pub fn aggregate(&self, metric: Metric, threshold: f64) -> Vec<Entry> {
-        let total = match metric {
-            Metric::Bytes => self.bytes,
-            Metric::Packets => self.packets,
-        } as f64;
-        let limit = total * threshold / 100.0;
+        let totals = (self.bytes, self.packets);
         // Post-order pass: acc[n] is what n reports, or folds up if it is small.
         let mut acc = vec![(0u64, 0u64); self.nodes.len()];
         let mut keep = vec![false; self.nodes.len()];
@@ -411,10 +407,6 @@ impl ReferenceTree {
             let node = &self.nodes[n as usize];
             let (b, p) = acc[n as usize];
             let (b, p) = (b + node.bytes, p + node.packets);
-            let v = match metric {
-                Metric::Bytes => b,
-                Metric::Packets => p,
-            } as f64;
             let is_family_root = node.pinned && (b > 0 || p > 0);
             let branches = node
                 .child
@@ -423,7 +415,11 @@ impl ReferenceTree {
                 .count();
             below[n as usize] = branches > 0;
             let meeting_point = branches == 2 && (b > 0 || p > 0);
-            if n == 0 || is_family_root || meeting_point || (v >= limit && v > 0.0) {
+            if n == 0
+                || is_family_root
+                || meeting_point
+                || metric.reaches((b, p), totals, threshold)
+            {
                 below[n as usize] = true;
                 keep[n as usize] = true;
                 acc[n as usize] = (b, p);

@@ -50,10 +50,7 @@ pub fn top_series(
         return Ok((Vec::new(), ""));
     };
     let sec = whole.section(kind);
-    let v = |b: u64, p: u64| match metric {
-        Metric::Bytes => b,
-        Metric::Packets => p,
-    };
+    let v = |b: u64, p: u64| metric.value(b, p);
     let grand = v(sec.bytes, sec.packets).max(1);
     let mut top: Vec<(Prefix, u64)> = sec
         .entries
@@ -65,7 +62,7 @@ pub fn top_series(
     top.truncate(top_n);
 
     let (unit, scale) = match metric {
-        Metric::Bytes => ("Mbps", 8.0 / 1e6),
+        Metric::Bytes | Metric::Either => ("Mbps", 8.0 / 1e6),
         Metric::Packets => ("pps", 1.0),
     };
     let rate = |s: &Summary, count: u64| {

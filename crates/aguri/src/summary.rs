@@ -184,10 +184,7 @@ pub struct EntryJson {
 }
 
 fn value(bytes: u64, packets: u64, metric: Metric) -> u64 {
-    match metric {
-        Metric::Bytes => bytes,
-        Metric::Packets => packets,
-    }
+    metric.value(bytes, packets)
 }
 
 fn share(part: u64, total: u64) -> f64 {
@@ -216,6 +213,7 @@ impl fmt::Display for Summary {
         let metric = match self.metric {
             Metric::Bytes => "bytes",
             Metric::Packets => "packets",
+            Metric::Either => "bytes or packets",
         };
         writeln!(f, "%%Threshold: {}% of {metric}", self.threshold)?;
         writeln!(f, "%%NonIP: {} {}", self.non_ip_bytes, self.non_ip_packets)?;
@@ -732,7 +730,9 @@ fn parse_header(p: &mut Partial, rest: &str, line: usize) -> Result<(), ParseErr
                 perr(
                     line,
                     vcol,
-                    format!("bad threshold '{v}' (expected PERCENT% of bytes|packets)"),
+                    format!(
+                        "bad threshold '{v}' (expected PERCENT% of bytes|packets|bytes or packets)"
+                    ),
                 )
             };
             let (pct, metric) = v.split_once("% of ").ok_or_else(bad)?;
@@ -744,6 +744,7 @@ fn parse_header(p: &mut Partial, rest: &str, line: usize) -> Result<(), ParseErr
             p.metric = match metric {
                 "bytes" => Metric::Bytes,
                 "packets" => Metric::Packets,
+                "bytes or packets" => Metric::Either,
                 _ => return Err(bad()),
             };
         }
@@ -802,6 +803,10 @@ mod tests {
         let s = sample();
         let text = s.to_string();
         assert!(text.starts_with("%!AGURI-1.0\n%%StartTime: "), "{text}");
+        assert!(
+            text.contains("%%Threshold: 1% of bytes or packets\n"),
+            "{text}"
+        );
         let back = parse_summaries(&text).unwrap();
         assert_eq!(back, vec![s.clone()]);
         // Two summaries in one file.

@@ -191,6 +191,38 @@ pub struct Entry {
 pub enum Metric {
     Bytes,
     Packets,
+    /// An entry is kept when its bytes or its packets reach the threshold,
+    /// as aguri2 does: a flood of small packets (a SYN scan, an ICMP flood)
+    /// shows even when its bytes are few. Shares are printed in bytes.
+    Either,
+}
+
+impl Metric {
+    /// The count shares are given in: packets for [`Metric::Packets`],
+    /// bytes otherwise.
+    pub fn value(self, bytes: u64, packets: u64) -> u64 {
+        match self {
+            Metric::Packets => packets,
+            Metric::Bytes | Metric::Either => bytes,
+        }
+    }
+
+    /// Whether counts of `bytes` and `packets` reach the threshold of
+    /// `percent` of totals `total_bytes` and `total_packets` (a zero count
+    /// never does).
+    pub fn reaches(
+        self,
+        (bytes, packets): (u64, u64),
+        (total_bytes, total_packets): (u64, u64),
+        percent: f64,
+    ) -> bool {
+        let over = |v: u64, total: u64| v > 0 && v as f64 >= total as f64 * percent / 100.0;
+        match self {
+            Metric::Bytes => over(bytes, total_bytes),
+            Metric::Packets => over(packets, total_packets),
+            Metric::Either => over(bytes, total_bytes) || over(packets, total_packets),
+        }
+    }
 }
 
 /// A Patricia tree over one key space, holding at most `budget` nodes.
@@ -663,11 +695,7 @@ impl PatriciaTree {
     /// summaries such remainders add up. There are fewer such branch points
     /// than reported entries, so the output at most doubles.
     pub fn aggregate(&self, metric: Metric, threshold: f64) -> Vec<Entry> {
-        let total = match metric {
-            Metric::Bytes => self.bytes,
-            Metric::Packets => self.packets,
-        } as f64;
-        let limit = total * threshold / 100.0;
+        let totals = (self.bytes, self.packets);
         let slots = self.nodes.len();
         // Post-order pass: acc[n] is what n reports, or folds up if it is small.
         let mut acc = vec![(0u64, 0u64); slots];
@@ -688,10 +716,6 @@ impl PatriciaTree {
             let (link, m) = (&self.nodes[n as usize], &self.nodes[n as usize]);
             let (b, p) = acc[n as usize];
             let (b, p) = (b + m.bytes, p + m.packets);
-            let v = match metric {
-                Metric::Bytes => b,
-                Metric::Packets => p,
-            } as f64;
             let is_family_root = m.pinned && (b > 0 || p > 0);
             let branches = link
                 .child
@@ -700,7 +724,11 @@ impl PatriciaTree {
                 .count();
             below[n as usize] = branches > 0;
             let meeting_point = branches == 2 && (b > 0 || p > 0);
-            if n == 0 || is_family_root || meeting_point || (v >= limit && v > 0.0) {
+            if n == 0
+                || is_family_root
+                || meeting_point
+                || metric.reaches((b, p), totals, threshold)
+            {
                 below[n as usize] = true;
                 keep[n as usize] = true;
                 acc[n as usize] = (b, p);
@@ -865,15 +893,41 @@ mod tests {
             }
         }
         for t in [0.0, 1.0, 5.0] {
-            assert_eq!(
-                fast.aggregate(Metric::Bytes, t),
-                slow.aggregate(Metric::Bytes, t)
-            );
-            assert_eq!(
-                fast.aggregate(Metric::Packets, t),
-                slow.aggregate(Metric::Packets, t)
-            );
+            for m in [Metric::Bytes, Metric::Packets, Metric::Either] {
+                assert_eq!(fast.aggregate(m, t), slow.aggregate(m, t), "{m:?} {t}");
+            }
         }
+    }
+
+    /// aguri2's rule: an entry is kept when its bytes or its packets reach
+    /// the threshold. A flood of small packets (0.1% of the bytes, 5% of the
+    /// packets) is an entry by packets and by either, folded by bytes; the
+    /// entries add up to the totals in every case.
+    #[test]
+    fn a_flood_of_small_packets_is_kept_by_either_count() {
+        let mut t = PatriciaTree::new(KeyKind::Address, 1024, &[(V4_MAPPED, V4_MAPPED_LEN)]);
+        for i in 0..10_000u32 {
+            t.add(v4(&format!("10.0.{}.{}", i % 200 / 100, i % 100)), 1500, 1);
+        }
+        for _ in 0..500 {
+            t.add(v4("192.0.2.9"), 40, 1);
+        }
+        let flood = |m: Metric| {
+            let e = t.aggregate(m, 1.0);
+            let sums = e
+                .iter()
+                .fold((0, 0), |a, x| (a.0 + x.bytes, a.1 + x.packets));
+            assert_eq!(sums, (15_020_000, 10_500), "{m:?}");
+            e.iter().any(|x| x.prefix.to_string() == "192.0.2.9")
+        };
+        assert!(!flood(Metric::Bytes));
+        assert!(flood(Metric::Packets));
+        assert!(flood(Metric::Either));
+        assert!(Metric::Either.reaches((40, 500), (15_020_000, 10_500), 1.0));
+        assert!(
+            !Metric::Either.reaches((0, 0), (0, 0), 0.0),
+            "nothing never reaches"
+        );
     }
 
     #[test]

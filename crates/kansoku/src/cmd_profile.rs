@@ -10,15 +10,15 @@ use pipeline::{
     SummarySink, SummaryWriter, TraceSource,
 };
 
-use crate::args::ProfileArgs;
+use crate::args::{MetricArg, ProfileArgs};
 use crate::progress::Progress;
 use crate::signals;
 
 pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
-    let metric = if args.packets {
-        Metric::Packets
-    } else {
-        Metric::Bytes
+    let metric = match (args.bytes, args.packets, args.metric) {
+        (true, _, _) | (_, _, MetricArg::Bytes) => Metric::Bytes,
+        (_, true, _) | (_, _, MetricArg::Packets) => Metric::Packets,
+        (_, _, MetricArg::Either) => Metric::Either,
     };
     let interval_s = match (args.interval, &args.archive) {
         (Some(i), _) => i,

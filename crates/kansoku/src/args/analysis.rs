@@ -32,6 +32,13 @@ pub enum FilterCommand {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MetricArg {
+    Bytes,
+    Packets,
+    Either,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineArg {
     Linear,
     Fast,
@@ -129,10 +136,15 @@ pub struct ProfileArgs {
     /// Report entries holding at least this percent of the interval's traffic.
     #[arg(short = 't', value_name = "PERCENT", default_value_t = 1.0)]
     pub threshold: f64,
-    /// Shares and the threshold in bytes (the default).
+    /// What the threshold counts: an entry is kept when its bytes reach it, its packets, or either (as aguri2
+    /// does, so that a flood of small packets shows; the default). Shares are printed in packets for `packets`,
+    /// in bytes otherwise.
+    #[arg(long, value_enum, default_value_t = MetricArg::Either, conflicts_with_all = ["bytes", "packets"])]
+    pub metric: MetricArg,
+    /// Short for --metric bytes.
     #[arg(long, conflicts_with = "packets")]
     pub bytes: bool,
-    /// Shares and the threshold in packets.
+    /// Short for --metric packets.
     #[arg(long)]
     pub packets: bool,
     /// Nodes per tree (memory is fixed by it).
