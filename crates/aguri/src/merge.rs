@@ -182,5 +182,20 @@ mod tests {
             assert_eq!(sum, (bytes, packets));
         }
         assert_eq!(hour[0].start_ns, t0 + 7);
+        // Empty summaries (intervals without a packet) merge as nothing,
+        // and an hour of only empty ones is an empty hour.
+        let five = 300_000_000_000;
+        for i in 0..12 {
+            let start = t0 + 3_600_000_000_000 + i * five;
+            fives.push(Summary::empty(start, start + five, Metric::Either, 1.0));
+        }
+        let hours = merge_all(&mut fives, 3_600_000_000_000, 64, Metric::Bytes, 1.0).unwrap();
+        assert_eq!(hours.len(), 2);
+        assert_eq!(
+            (hours[0].total_bytes(), hours[0].total_packets()),
+            (bytes, packets)
+        );
+        assert_eq!((hours[1].total_bytes(), hours[1].total_packets()), (0, 0));
+        assert_eq!(hours[1].start_ns, t0 + 3_600_000_000_000);
     }
 }

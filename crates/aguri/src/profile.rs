@@ -188,6 +188,7 @@ impl ProfilerConfig {
             cfg: self,
             current: None,
             non_ip: (0, 0),
+            closed_by_time: false,
         })
     }
 }
@@ -283,12 +284,21 @@ pub struct Profiler {
     pending: Vec<Pending>,
     current: Option<Current>,
     non_ip: (u64, u64),
+    /// An interval was closed by [`advance`](Self::advance): the next one
+    /// starts at its boundary, not at its first packet (only the first
+    /// interval of a run starts at its first packet, as aguri's does).
+    closed_by_time: bool,
 }
 
 impl Profiler {
     /// The settings it was built with.
     pub fn config(&self) -> &ProfilerConfig {
         &self.cfg
+    }
+
+    /// Whether an interval is open (a packet came since the last summary).
+    pub fn in_interval(&self) -> bool {
+        self.current.is_some()
     }
 
     fn index(&self, ts_ns: u64) -> u64 {
@@ -339,9 +349,14 @@ impl Profiler {
                 Some(done)
             }
             None => {
+                let start_ns = if self.closed_by_time {
+                    index_start(index, self.cfg.interval_ns)
+                } else {
+                    ts_ns
+                };
                 self.current = Some(Current {
                     index,
-                    start_ns: ts_ns,
+                    start_ns,
                     next_ns,
                     last_ns: ts_ns,
                 });
@@ -488,6 +503,7 @@ impl Profiler {
             return None;
         }
         self.current = None;
+        self.closed_by_time = true;
         Some(self.summary(c.start_ns, c.next_ns))
     }
 

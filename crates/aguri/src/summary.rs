@@ -104,6 +104,32 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The summary of a period without a packet: every section holds only
+    /// its root, with nothing in it. Written for an interval in which no
+    /// packet came, so that a gap in the traffic is a gap in the files and
+    /// the plots, not a line drawn through it.
+    pub fn empty(start_ns: u64, end_ns: u64, metric: Metric, threshold: f64) -> Summary {
+        let section = |kind: SectionKind| Section {
+            kind,
+            bytes: 0,
+            packets: 0,
+            entries: vec![Entry {
+                prefix: Prefix::new(kind.key_kind(), 0, 0),
+                bytes: 0,
+                packets: 0,
+            }],
+        };
+        Summary {
+            start_ns,
+            end_ns,
+            metric,
+            threshold,
+            non_ip_bytes: 0,
+            non_ip_packets: 0,
+            sections: SectionKind::ALL.map(section),
+        }
+    }
+
     /// All packets of the period, IP or not.
     pub fn total_packets(&self) -> u64 {
         self.sections[0].packets.saturating_add(self.non_ip_packets)

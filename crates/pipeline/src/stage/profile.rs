@@ -18,11 +18,22 @@ pub fn interval_ns(seconds: u64, flag: &str) -> Result<u64> {
         .ok_or_else(|| Error::usage(format!("{flag} {seconds} is too long")))
 }
 
+/// Most empty summaries written for one gap in the traffic: a timestamp
+/// far ahead (a clock set wrong) is not a reason for millions of files.
+pub const MAX_EMPTY_RUN: u64 = 100_000;
+
 /// Counts packets into summaries, one per interval, written as they close.
+/// An interval in which no packet came is written as an empty summary, so
+/// that a gap stays a gap.
 pub struct ProfileStage {
     profiler: Profiler,
     sink: SummarySink,
     packets: u64,
+    /// Where the last summary written ended (an interval boundary), while
+    /// intervals are in use.
+    last_end: Option<u64>,
+    /// Empty intervals not written because a gap was over [`MAX_EMPTY_RUN`].
+    pub skipped_empty: u64,
 }
 
 /// What a profiler did.
@@ -40,6 +51,8 @@ impl ProfileStage {
             profiler,
             sink,
             packets: 0,
+            last_end: None,
+            skipped_empty: 0,
         })
     }
 
@@ -66,23 +79,72 @@ impl ProfileStage {
     #[inline]
     fn write(&mut self, done: Option<Summary>) -> Result<()> {
         match done {
-            Some(s) => self.sink.add(&s),
+            Some(s) => self.write_summary(&s),
             None => Ok(()),
         }
     }
 
-    /// Closes the current interval if `now_ns` lies past it.
-    pub fn advance(&mut self, now_ns: u64) -> Result<()> {
-        match self.profiler.advance(now_ns) {
-            Some(s) => self.sink.add(&s),
-            None => Ok(()),
+    /// Writes `s`, after an empty summary for each whole interval between
+    /// the last one written and it.
+    fn write_summary(&mut self, s: &Summary) -> Result<()> {
+        self.fill_until(s.start_ns)?;
+        self.sink.add(s)?;
+        if self.profiler.config().interval_ns > 0 {
+            self.last_end = Some(s.end_ns);
         }
+        Ok(())
+    }
+
+    /// Empty summaries for the intervals from the end of the last summary
+    /// to the one holding `t_ns`; none before the first summary.
+    fn fill_until(&mut self, t_ns: u64) -> Result<()> {
+        let cfg = self.profiler.config();
+        let (interval, metric, threshold) = (cfg.interval_ns, cfg.metric, cfg.threshold);
+        let Some(from) = self.last_end.filter(|_| interval > 0) else {
+            return Ok(());
+        };
+        let upto = t_ns - t_ns % interval;
+        if upto <= from {
+            return Ok(());
+        }
+        let n = (upto - from) / interval;
+        if n > MAX_EMPTY_RUN {
+            self.skipped_empty += n;
+            self.last_end = Some(upto);
+            return Ok(());
+        }
+        for i in 0..n {
+            let start = from + i * interval;
+            self.sink
+                .add(&Summary::empty(start, start + interval, metric, threshold))?;
+        }
+        self.last_end = Some(upto);
+        Ok(())
+    }
+
+    /// Closes the current interval if `now_ns` lies past it, and writes an
+    /// empty summary for each interval that has passed with no packet:
+    /// every packet before `now_ns` has been counted.
+    pub fn advance(&mut self, now_ns: u64) -> Result<()> {
+        if let Some(s) = self.profiler.advance(now_ns) {
+            self.write_summary(&s)?;
+        }
+        if !self.profiler.in_interval() {
+            self.fill_until(now_ns)?;
+        }
+        Ok(())
     }
 
     /// Writes the last, partial interval and closes the summary output.
     pub fn finish(mut self) -> Result<ProfileCounts> {
         if let Some(s) = self.profiler.finish() {
-            self.sink.add(&s)?;
+            self.write_summary(&s)?;
+        }
+        if self.skipped_empty > 0 {
+            eprintln!(
+                "kansoku: {} empty intervals not written: a gap in the packets' times of more than {MAX_EMPTY_RUN} intervals (a clock set wrong?)",
+                self.skipped_empty
+            );
         }
         let summaries = self.sink.written();
         self.sink.finish()?;
@@ -90,5 +152,118 @@ impl ProfileStage {
             packets: self.packets,
             summaries,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::summary::{read_summaries, SummaryWriter};
+    use wire::LinkType;
+
+    const S: u64 = 1_000_000_000;
+
+    /// An Ethernet/IPv4/UDP frame.
+    fn frame() -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&28u16.to_be_bytes());
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        f
+    }
+
+    fn stage(dir: &std::path::Path) -> ProfileStage {
+        let cfg = ProfilerConfig {
+            interval_ns: 10 * S,
+            ..ProfilerConfig::default()
+        };
+        let sink = SummarySink::Plain(SummaryWriter::dir(dir, false).unwrap());
+        ProfileStage::new(cfg, sink).unwrap()
+    }
+
+    fn add(p: &mut ProfileStage, f: &[u8], t: u64) {
+        p.frame(&Frame {
+            link_type: LinkType::Ethernet,
+            ts_ns: t,
+            orig_len: 100,
+            data: f,
+        })
+        .unwrap();
+    }
+
+    /// (start s, end s, packets) of each summary written.
+    fn written(dir: &std::path::Path) -> Vec<(u64, u64, u64)> {
+        read_summaries(&[dir.to_path_buf()])
+            .unwrap()
+            .iter()
+            .map(|s| (s.start_ns / S, s.end_ns / S, s.total_packets()))
+            .collect()
+    }
+
+    #[test]
+    fn a_gap_in_a_trace_is_written_as_empty_summaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = frame();
+        let mut p = stage(dir.path());
+        let t0 = 1_800_000_000 * S;
+        for t in [t0 + 3 * S, t0 + 5 * S, t0 + 37 * S, t0 + 38 * S] {
+            add(&mut p, &f, t);
+        }
+        let counts = p.finish().unwrap();
+        assert_eq!(counts.summaries, 4);
+        let b = t0 / S;
+        assert_eq!(
+            written(dir.path()),
+            [
+                (b + 3, b + 10, 2),
+                (b + 10, b + 20, 0),
+                (b + 20, b + 30, 0),
+                (b + 30, b + 38, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_quiet_live_source_gets_empty_summaries_as_time_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = frame();
+        let mut p = stage(dir.path());
+        let t0 = 1_800_000_000 * S;
+        add(&mut p, &f, t0 + 2 * S);
+        // Heartbeats: nothing after the first packet until 34 s.
+        for t in [5, 12, 21, 34] {
+            p.advance(t0 + t * S).unwrap();
+        }
+        add(&mut p, &f, t0 + 35 * S);
+        p.finish().unwrap();
+        let b = t0 / S;
+        assert_eq!(
+            written(dir.path()),
+            // The interval after a quiet spell starts at its boundary.
+            [
+                (b + 2, b + 10, 1),
+                (b + 10, b + 20, 0),
+                (b + 20, b + 30, 0),
+                (b + 30, b + 35, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_clock_leap_is_not_millions_of_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = frame();
+        let mut p = stage(dir.path());
+        add(&mut p, &f, 5 * S);
+        add(&mut p, &f, 5 * S + (MAX_EMPTY_RUN + 10) * 10 * S);
+        let skipped = {
+            let c = p.finish().unwrap();
+            assert_eq!(c.summaries, 2);
+            c
+        };
+        assert_eq!(skipped.packets, 2);
     }
 }
