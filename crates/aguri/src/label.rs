@@ -90,6 +90,22 @@ impl Prefix {
         }
     }
 
+    /// Whether this is the root of its key space or of an address family
+    /// in it (`::/0`, IPv4's `0.0.0.0/0`, `0/0:0:0`, `4:0:0/8`, `6:0:0/8`):
+    /// a catch-all, never an aggregate of its own.
+    pub fn is_catch_all(&self) -> bool {
+        match self.kind {
+            KeyKind::Address => {
+                self.len == 0 || (self.len == V4_MAPPED_LEN && self.key == V4_MAPPED)
+            }
+            KeyKind::Port => {
+                self.len == 0
+                    || (self.len == 8
+                        && (self.key == port_key(4, 0, 0) || self.key == port_key(6, 0, 0)))
+            }
+        }
+    }
+
     /// Whether `other` lies inside this prefix (or is it).
     pub fn contains(&self, other: &Prefix) -> bool {
         self.kind == other.kind

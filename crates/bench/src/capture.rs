@@ -36,7 +36,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use pipeline::{display_path, Error, Report, Result};
-use plotters::prelude::SeriesLabelPosition;
 use serde::Serialize;
 use trace::Codec;
 
@@ -606,7 +605,6 @@ fn chart(r: &Results) -> LineChart<'static> {
         x_labels: None,
         x_label_formatter: None,
         y_label_area: 60,
-        legend: SeriesLabelPosition::LowerLeft,
         series,
     }
 }

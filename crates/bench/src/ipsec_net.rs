@@ -1299,7 +1299,6 @@ fn draw(title: &str, ip: u8, series: &[Series], y_desc: &str, file: &Path) -> Re
         x_labels: None,
         x_label_formatter: None,
         y_label_area: 70,
-        legend: plotters::prelude::SeriesLabelPosition::LowerRight,
         series: series.to_vec(),
     }
     .draw_file(file)

@@ -98,7 +98,6 @@ pub struct LineChart<'a> {
     pub x_label_formatter: Option<LabelFormatter<'a>>,
     /// Pixels left of the plot for the y labels.
     pub y_label_area: u32,
-    pub legend: SeriesLabelPosition,
     pub series: Vec<Series>,
 }
 
@@ -131,14 +130,26 @@ impl LineChart<'_> {
         Ok(svg)
     }
 
-    /// Draws the chart on any plotters backend.
+    /// Draws the chart on any plotters backend: the plot on the left, the
+    /// legend in a column of its own on the right, where it covers no data.
+    /// A point whose y is not a number breaks its line there (a gap).
     pub fn draw_on<DB: DrawingBackend>(
         &self,
         root: DrawingArea<DB, Shift>,
     ) -> std::result::Result<(), String> {
         let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
         root.fill(&WHITE).map_err(e)?;
-        let mut chart = ChartBuilder::on(&root)
+        let font = TextStyle::from((FONT_FAMILY, LEGEND_FONT).into_font());
+        let widest = self
+            .series
+            .iter()
+            .filter_map(|s| root.estimate_text_size(&s.label, &font).ok())
+            .map(|(w, _)| w)
+            .max()
+            .unwrap_or(0);
+        let legend_w = (widest + 52).clamp(120, SIZE.0 / 3);
+        let (plot, side) = root.split_horizontally(SIZE.0 - legend_w);
+        let mut chart = ChartBuilder::on(&plot)
             .caption(&self.title, (FONT_FAMILY, 22))
             .margin(12)
             .x_label_area_size(40)
@@ -161,27 +172,42 @@ impl LineChart<'_> {
         mesh.draw().map_err(e)?;
         for s in &self.series {
             let style = ShapeStyle::from(&s.color).stroke_width(s.width);
-            chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), style))
-                .map_err(e)?
-                .label(s.label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            for run in s.points.split(|p| !p.1.is_finite()) {
+                chart
+                    .draw_series(LineSeries::new(run.iter().copied(), style))
+                    .map_err(e)?;
+            }
             if s.markers {
                 chart
-                    .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, style.filled())))
+                    .draw_series(
+                        s.points
+                            .iter()
+                            .filter(|p| p.1.is_finite())
+                            .map(|&p| Circle::new(p, 4, style.filled())),
+                    )
                     .map_err(e)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(self.legend.clone())
-            .draw()
+        // The legend: a sample of each line and its label, top down.
+        for (i, s) in self.series.iter().enumerate() {
+            let y = 64 + i as i32 * LEGEND_ROW;
+            let style = ShapeStyle::from(&s.color).stroke_width(s.width);
+            side.draw(&PathElement::new(vec![(4, y), (30, y)], style))
+                .map_err(e)?;
+            side.draw(&Text::new(
+                s.label.as_str(),
+                (38, y - LEGEND_FONT as i32 / 2 - 1),
+                font.clone(),
+            ))
             .map_err(e)?;
+        }
         root.present().map_err(|x| x.to_string())
     }
 }
+
+/// The legend's text size and line spacing, in pixels.
+const LEGEND_FONT: u32 = 15;
+const LEGEND_ROW: i32 = 22;
 
 #[cfg(test)]
 mod tests {
@@ -212,7 +238,6 @@ mod tests {
             x_labels: Some(6),
             x_label_formatter: None,
             y_label_area: 70,
-            legend: SeriesLabelPosition::UpperRight,
             series: vec![total, part],
         }
     }

@@ -591,7 +591,6 @@ fn chart<'a>(
         x_labels: None,
         x_label_formatter: None,
         y_label_area: 60,
-        legend: plotters::chart::SeriesLabelPosition::UpperLeft,
         series,
     }
 }

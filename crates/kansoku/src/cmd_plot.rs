@@ -11,15 +11,24 @@ use aguri::summary::format_time;
 use aguri::{top_series, SectionKind, Series, Summary};
 use bench::plot::{self as chart, LineChart};
 use pipeline::{display_path, read_summaries, Error, Report};
-use plotters::prelude::{SeriesLabelPosition, BLACK};
+use plotters::prelude::{RGBColor, BLACK};
 use plotters::style::Color;
 
 use crate::args::{PlotArgs, PlotView};
 
 pub fn run(args: &PlotArgs) -> pipeline::Result<Report> {
     let mut summaries = read_summaries(&args.inputs)?;
-    if summaries.is_empty() {
-        return Err(Error::usage("no summaries to plot"));
+    match summaries.as_slice() {
+        [] => return Err(Error::usage("no summaries to plot")),
+        [one] => {
+            return Err(Error::usage(format!(
+                "one summary ({} to {}): a time series needs two or more (profile with -i to have one per \
+                 interval); `kansoku profile --merge FILE` prints its aggregates",
+                format_time(one.start_ns),
+                format_time(one.end_ns)
+            )))
+        }
+        _ => {}
     }
     let kind = match args.view {
         PlotView::Src => SectionKind::SrcAddress,
@@ -36,14 +45,9 @@ pub fn run(args: &PlotArgs) -> pipeline::Result<Report> {
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase();
-    // "2026/01/01 00:05" out of aguri's time form.
-    let label = |x: &f64| {
-        let t = format_time((x.max(0.0) * 1e9) as u64);
-        t.rsplit_once('(')
-            .map(|(_, r)| r.trim_end_matches(')').chars().take(16).collect())
-            .unwrap_or(t)
-    };
-    let c = line_chart(&series, title.clone(), &label);
+    let axis = TimeAxis::of(&series);
+    let label = |u: &f64| axis.label(*u);
+    let c = line_chart(&series, &axis, title.clone(), &label);
     if ext == "html" {
         let page = html(&c.to_svg()?, &series, &summaries, kind, &title);
         std::fs::write(out, page).map_err(|e| Error::output(display_path(out), &e))?;
@@ -53,44 +57,115 @@ pub fn run(args: &PlotArgs) -> pipeline::Result<Report> {
     Ok(Report::default())
 }
 
-/// The total in thick black, the aggregates in the palette's colours.
+/// Tick spacings the time axis chooses from, in seconds: round times.
+const STEPS: [u64; 18] = [
+    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400,
+];
+
+/// The time axis: x is drawn in units of a round step from a round origin,
+/// so that the chart's evenly spaced ticks (whole numbers) fall on round
+/// times (00:00, 00:05, 00:10 ... rather than 00:00, 00:01, 00:03).
+struct TimeAxis {
+    origin: f64,
+    step: f64,
+    /// Whether labels carry the date (the range spans more than a day).
+    dated: bool,
+    start: f64,
+    end: f64,
+}
+
+impl TimeAxis {
+    fn of(series: &[Series]) -> TimeAxis {
+        let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+        for &(x, _) in series.iter().flat_map(|s| &s.points) {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+        }
+        if x1 <= x0 {
+            x1 = x0 + 1.0;
+        }
+        let span = x1 - x0;
+        let step = STEPS
+            .iter()
+            .map(|&s| s as f64)
+            .find(|&s| span / s <= 8.0)
+            .unwrap_or_else(|| (span / 8.0 / 86_400.0).ceil() * 86_400.0);
+        TimeAxis {
+            origin: (x0 / step).floor() * step,
+            step,
+            dated: span > 86_400.0 || (x0 / 86_400.0).floor() != (x1 / 86_400.0).floor(),
+            start: x0,
+            end: x1,
+        }
+    }
+
+    fn u(&self, t: f64) -> f64 {
+        (t - self.origin) / self.step
+    }
+
+    /// "03:05" (or "11/22 03:05" across days; seconds when the step is).
+    fn label(&self, u: f64) -> String {
+        let t = (self.origin + u * self.step).round().max(0.0) as u64;
+        let full = format_time(t * 1_000_000_000);
+        // aguri's form ends "(2026/11/22 03:17:08.813105)".
+        let inner = full
+            .rsplit_once('(')
+            .map_or(full.as_str(), |(_, r)| r.trim_end_matches(')'));
+        let (date, time) = inner.split_once(' ').unwrap_or(("", inner));
+        let time = if self.step < 60.0 {
+            &time[..time.len().min(8)]
+        } else {
+            &time[..time.len().min(5)]
+        };
+        if self.dated {
+            format!("{} {time}", date.get(5..).unwrap_or(date))
+        } else {
+            time.to_string()
+        }
+    }
+}
+
+/// The total in thick black, the aggregates in the palette's colours,
+/// `other` in grey.
 fn line_chart<'a>(
     series: &[Series],
+    axis: &TimeAxis,
     title: String,
     label: chart::LabelFormatter<'a>,
 ) -> LineChart<'a> {
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
-    for &(x, y) in series.iter().flat_map(|s| &s.points) {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y1 = y1.max(y);
+    let mut y1 = 0.0f64;
+    for &(_, y) in series.iter().flat_map(|s| &s.points) {
+        if y.is_finite() {
+            y1 = y1.max(y);
+        }
     }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
+    let last = series.len().saturating_sub(1);
     let lines = series
         .iter()
         .enumerate()
         .map(|(i, s)| {
             let name = format!("{} ({:.2}%)", s.label, s.share);
-            let mut l = chart::Series::new(name, s.points.clone(), i.saturating_sub(1));
+            let points = s.points.iter().map(|&(x, y)| (axis.u(x), y)).collect();
+            let mut l = chart::Series::new(name, points, i.saturating_sub(1));
             if i == 0 {
                 l.color = BLACK.to_rgba();
                 l.width = 3;
+            } else if i == last && s.label == "other" {
+                l.color = RGBColor(150, 150, 150).to_rgba();
             }
             l
         })
         .collect();
+    let (u0, u1) = (axis.u(axis.start), axis.u(axis.end));
     LineChart {
         title,
-        x: x0..x1,
+        x: u0..u1,
         y: 0.0..if y1 > 0.0 { y1 * 1.1 } else { 1.0 },
         x_desc: None,
         y_desc: None,
-        x_labels: Some(6),
+        x_labels: Some(((u1 - u0).ceil() as usize + 1).clamp(2, 10)),
         x_label_formatter: Some(label),
         y_label_area: 70,
-        legend: SeriesLabelPosition::UpperRight,
         series: lines,
     }
 }

@@ -435,6 +435,46 @@ fn plots_list_the_top_aggregates_with_their_shares() {
         text.contains("4:6:80 ("),
         "legend lists 4:6:80 with its share"
     );
+    // What no top aggregate holds is `other`; a catch-all is never one.
+    assert!(text.contains("other ("), "{text}");
+    assert!(
+        !text.contains("0/0:0:0 (") && !text.contains("4:0:0/8 ("),
+        "{text}"
+    );
+    // The time axis is labelled at round times (HH:MM on a multiple of 5).
+    let ticks: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.len() == 5
+                && l.as_bytes()[2] == b':'
+                && l.bytes().filter(u8::is_ascii_digit).count() == 4
+        })
+        .collect();
+    assert!(ticks.len() >= 3, "{ticks:?}");
+    assert!(
+        ticks
+            .iter()
+            .all(|t| t[3..].parse::<u32>().unwrap() % 5 == 0),
+        "{ticks:?}"
+    );
+    let src_svg = dir.path().join("src.svg");
+    run_ok(&["plot", p(&sums), "--view", "src", "-o", p(&src_svg)]);
+    let text = std::fs::read_to_string(&src_svg).unwrap();
+    assert!(
+        !text.contains(">0.0.0.0/0 (") && !text.contains("\n0.0.0.0/0 ("),
+        "the IPv4 catch-all is not an aggregate"
+    );
+    // One summary is no time series: a clear message, exit 2.
+    let one = std::fs::read_dir(&sums)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let out = run(&["plot", p(&one), "-o", p(&dir.path().join("one.svg"))]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a time series needs two or more"));
     let png = dir.path().join("src.png");
     run_ok(&["plot", p(&sums), "--view", "src", "-o", p(&png)]);
     assert!(std::fs::read(&png)
