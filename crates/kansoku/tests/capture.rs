@@ -199,6 +199,47 @@ wait $pid
     );
 }
 
+/// Forced overload by stopping the whole capture (SIGSTOP, as a debugger or
+/// an overloaded host would) for half a second under load: the kernel drops
+/// what the 1 MiB ring cannot hold, and the accounting stays exact; the
+/// file holds exactly the written count.
+#[test]
+fn a_stopped_capture_accounts_for_every_packet_the_kernel_saw() {
+    let Some(dir) = netns_test(
+        r#"
+$K capture -i kcb -B 1 --ring-block-kib 64 -w "$DIR/s.pcap.lz4" --json > "$DIR/stats.json" 2> "$DIR/cap.err" &
+pid=$!
+wait_listening "$DIR/cap.err"
+$K generate -i kca -c 60000 --pps 30000 --size 64-600 > /dev/null &
+gen=$!
+sleep 0.5
+kill -STOP $pid
+sleep 0.5
+kill -CONT $pid
+wait $gen
+sleep 0.3
+kill -INT $pid
+# Exit 1: packets were dropped, which the statistics say.
+wait $pid || test $? = 1
+"#,
+    ) else {
+        return;
+    };
+    let stats = json(dir.path().join("stats.json"));
+    assert_accounting(&stats);
+    assert!(
+        stats["kernel_drops"].as_u64().unwrap() > 0,
+        "the stop should overflow a 1 MiB ring: {stats}"
+    );
+    assert_eq!(stats["kernel_packets"], 60_000, "{stats}");
+    let (records, truncated) = read_all(&dir.path().join("s.pcap.lz4"));
+    assert!(!truncated);
+    assert_eq!(
+        packets_of(&records).len() as u64,
+        stats["written"].as_u64().unwrap()
+    );
+}
+
 #[test]
 fn sigint_leaves_a_complete_file_and_sigkill_a_readable_one() {
     let Some(dir) = netns_test(
