@@ -179,6 +179,10 @@ pub struct BenchCaptureArgs {
     /// Directory for the capture files (removed after each point); default: the temp directory.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Keep each point's capture file (in DIR/kansoku-bench-capture-PID/, named in the JSON's `file`), to check
+    /// the written counts against the files.
+    #[arg(long)]
+    pub keep_files: bool,
     /// Draw capture rate vs load to this file (.svg or .png).
     #[arg(short = 'o', long, value_name = "FILE")]
     pub plot: Option<PathBuf>,

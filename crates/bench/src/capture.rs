@@ -21,9 +21,15 @@
 //! in `write` exactly as it would on a slow disk (the pipe's 64 KiB play
 //! the page cache).
 //!
+//! The load a point is drawn and judged at is the one that reached the
+//! capture's interface (its `rx_packets` over the time the generator
+//! sent), not the one asked of the generator: a generator that cannot keep
+//! up (it sent less than 95% of the asked rate) is flagged
+//! `generator_bound`, since its point says nothing about the capture.
+//!
 //! A point is loss-free when everything sent was written; the maximum
-//! loss-free load of a configuration is the highest load at which it and
-//! every lower load lost nothing. With a finite burst of `--packets`
+//! loss-free load of a configuration is the highest achieved load at which
+//! it and every lower one lost nothing. With a finite burst of `--packets`
 //! frames, buffers (the ring, the writer's queue) hide a slow disk for a
 //! while: loss starts when the backlog outgrows them, as in the papers. The
 //! queue is sized in bytes (`--queue-mib`, by default as large as the ring),
@@ -122,6 +128,17 @@ pub struct Point {
     /// Load the generator achieved.
     pub sent_pps: f64,
     pub sent: u64,
+    /// Packets the capture's interface received during the point
+    /// (`rx_packets`), and that over the generator's sending time: the load
+    /// the capture was offered, as the points are drawn and judged.
+    pub received: u64,
+    pub received_pps: f64,
+    /// The generator sent under 95% of the asked load: the point measures
+    /// the generator, not the capture.
+    pub generator_bound: bool,
+    /// The point's capture file, kept with `--keep-files`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
     /// Packets in the file.
     pub written: u64,
     /// Packets the kernel dropped (ring full).
@@ -210,7 +227,7 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         })
         .collect();
 
-    let work = WorkDir::create(args.dir.as_deref())?;
+    let work = WorkDir::create(args.dir.as_deref(), args.keep_files)?;
     let ns = Netns::create()?;
     let mut results: Vec<ConfigResult> = configs
         .iter()
@@ -331,34 +348,52 @@ fn frame_args(size: &str, payload: Payload) -> Result<(Option<String>, &'static 
     Ok((Some(size.to_string()), payload.name()))
 }
 
-/// The highest load such that it and every lower load were loss-free.
+/// The highest achieved load (at the capture's interface) such that it and
+/// every lower one were loss-free.
 fn max_loss_free(points: &[Point]) -> Option<f64> {
     let mut sorted: Vec<&Point> = points.iter().collect();
-    sorted.sort_by(|a, b| a.load_pps.total_cmp(&b.load_pps));
+    sorted.sort_by(|a, b| a.received_pps.total_cmp(&b.received_pps));
     sorted
         .iter()
         .take_while(|p| p.loss_free())
         .last()
-        .map(|p| p.load_pps)
+        .map(|p| p.received_pps)
 }
 
-/// The directory the capture files go to, removed when dropped.
+/// Packets the interface `dev` of the bench's namespace has received.
+fn rx_packets(ns: &Netns, dev: &str) -> Result<u64> {
+    let path = format!("/sys/class/net/{dev}/statistics/rx_packets");
+    let out = ns.exec(&["cat", &path])?;
+    String::from_utf8_lossy(&out)
+        .trim()
+        .parse()
+        .map_err(|_| Error::input(format!("{path}: not a count")))
+}
+
+/// A point below this share of the asked load is generator-bound.
+const GENERATOR_BOUND: f64 = 0.95;
+
+/// The directory the capture files go to, removed when dropped unless
+/// its files are kept.
 struct WorkDir {
     path: PathBuf,
+    keep: bool,
 }
 
 impl WorkDir {
-    fn create(parent: Option<&Path>) -> Result<WorkDir> {
+    fn create(parent: Option<&Path>, keep: bool) -> Result<WorkDir> {
         let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
         let path = parent.join(format!("kansoku-bench-capture-{}", std::process::id()));
         std::fs::create_dir_all(&path).map_err(|e| Error::output(display_path(&path), &e))?;
-        Ok(WorkDir { path })
+        Ok(WorkDir { path, keep })
     }
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 
@@ -426,6 +461,13 @@ fn generate_command(env: &PointEnv, load: f64) -> Command {
 fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
     let file = env.dir.join(format!("{}-{load}.pcap", c.name));
     let capture = start_capture(env, c, &file)?;
+    let rx0 = match rx_packets(env.ns, &env.ns.rx) {
+        Ok(n) => n,
+        Err(e) => {
+            capture.kill();
+            return Err(e);
+        }
+    };
     let sent =
         match must(&mut generate_command(env, load)).and_then(|out| parse_json(&out, "generate")) {
             Ok(v) => v,
@@ -439,10 +481,14 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
     } else {
         SETTLE_TCPDUMP
     });
+    // Read before the capture stops: what reached the interface while the
+    // generator sent (the settle time lets the last frames arrive).
+    let rx1 = rx_packets(env.ns, &env.ns.rx);
     if let Err(e) = capture.interrupt() {
         capture.kill();
         return Err(e);
     }
+    let received = rx1?.saturating_sub(rx0);
     let end = capture.wait().map_err(|e| e.context(c.name))?;
     let (written, kernel_drops, dropped_writer) = if c.compress.is_some() {
         // Exit 1 means "drops happened", which is what is measured here.
@@ -477,13 +523,28 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
         (written, drops, 0)
     };
     let file_bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
-    let _ = std::fs::remove_file(&file);
+    let kept = if env.args.keep_files {
+        Some(file)
+    } else {
+        let _ = std::fs::remove_file(&file);
+        None
+    };
     let n_sent = json_u64(&sent, "packets");
     let cpu_s = end.cpu_s;
+    let sent_pps = sent["pps"].as_f64().unwrap_or(0.0);
+    let seconds = sent["seconds"].as_f64().unwrap_or(0.0);
     Ok(Point {
         load_pps: load,
-        sent_pps: sent["pps"].as_f64().unwrap_or(0.0),
+        sent_pps,
         sent: n_sent,
+        received,
+        received_pps: if seconds > 0.0 {
+            received as f64 / seconds
+        } else {
+            0.0
+        },
+        generator_bound: sent_pps < load * GENERATOR_BOUND,
+        file: kept,
         written,
         kernel_drops,
         dropped_writer,
@@ -540,6 +601,28 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
     }
     writeln!(
         o,
+        "load at the capture's interface, packets/s (rx_packets over the sending time; * generator-bound: it sent under 95% of the asked load)"
+    )?;
+    for c in &r.configs {
+        write!(o, "{:<9}", c.config)?;
+        for l in loads {
+            match c.points.iter().find(|p| p.load_pps == *l) {
+                Some(p) => write!(
+                    o,
+                    " {:>8}",
+                    format!(
+                        "{:.0}{}",
+                        p.received_pps,
+                        if p.generator_bound { "*" } else { "" }
+                    )
+                )?,
+                None => write!(o, " {:>8}", "-")?,
+            }
+        }
+        writeln!(o)?;
+    }
+    writeln!(
+        o,
         "CPU time of the capture process per packet written, microseconds (user + system, all threads)"
     )?;
     for c in &r.configs {
@@ -566,12 +649,13 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
     Ok(())
 }
 
-/// Capture rate against offered load, a line per configuration.
+/// Capture rate against the load that reached the capture's interface, a
+/// line per configuration, its maximum loss-free load in its legend entry.
 fn chart(r: &Results) -> LineChart<'static> {
     let x1 = r
         .configs
         .iter()
-        .flat_map(|c| c.points.iter().map(|p| p.load_pps))
+        .flat_map(|c| c.points.iter().map(|p| p.received_pps))
         .fold(1.0f64, f64::max)
         * 1.05;
     let series = r
@@ -579,14 +663,27 @@ fn chart(r: &Results) -> LineChart<'static> {
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let pts = c
+            let mut pts: Vec<(f64, f64)> = c
                 .points
                 .iter()
-                .map(|p| (p.load_pps, p.capture_rate))
+                .map(|p| (p.received_pps, p.capture_rate))
                 .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let bound = c.points.iter().filter(|p| p.generator_bound).count();
+            let label = format!(
+                "{}: max loss-free {}{}",
+                c.config,
+                c.max_loss_free_pps
+                    .map_or_else(|| "none".to_string(), |v| format!("{v:.0} pps")),
+                if bound > 0 {
+                    format!(", {bound} generator-bound")
+                } else {
+                    String::new()
+                }
+            );
             Series {
                 markers: true,
-                ..Series::new(c.config, pts, i)
+                ..Series::new(label, pts, i)
             }
         })
         .collect();
@@ -600,7 +697,7 @@ fn chart(r: &Results) -> LineChart<'static> {
         ),
         x: 0.0..x1,
         y: 0.0..1.05,
-        x_desc: Some("offered load (packets/s)"),
+        x_desc: Some("load at the capture's interface (packets/s)"),
         y_desc: Some("capture rate (written/sent)"),
         x_labels: None,
         x_label_formatter: None,
@@ -618,6 +715,10 @@ mod tests {
             load_pps: load,
             sent_pps: load,
             sent,
+            received: sent,
+            received_pps: load,
+            generator_bound: false,
+            file: None,
             written,
             kernel_drops: 0,
             dropped_writer: sent - written.min(sent),
@@ -678,7 +779,13 @@ mod tests {
                 ConfigResult {
                     config: "lz4",
                     description: CONFIGS[3].description,
-                    points: vec![point(1000.0, 10, 10), point(2000.0, 10, 10)],
+                    points: vec![
+                        point(1000.0, 10, 10),
+                        Point {
+                            generator_bound: true,
+                            ..point(2000.0, 10, 10)
+                        },
+                    ],
                     max_loss_free_pps: Some(2000.0),
                 },
             ],
@@ -697,6 +804,9 @@ mod tests {
              pps           1000     2000  max loss-free   vs base\n\
              raw-pkt     1.0000   0.5000           1000     1.00x\n\
              lz4         1.0000   1.0000           2000     2.00x\n\
+             load at the capture's interface, packets/s (rx_packets over the sending time; * generator-bound: it sent under 95% of the asked load)\n\
+             raw-pkt       1000     2000\n\
+             lz4           1000    2000*\n\
              CPU time of the capture process per packet written, microseconds (user + system, all threads)\n\
              raw-pkt          -        -\n\
              lz4              -        -\n  \
@@ -733,6 +843,7 @@ mod tests {
                 buffer_mib: 8,
                 queue_mib: 8,
                 dir: None,
+                keep_files: false,
                 plot: None,
                 json: false,
             };
