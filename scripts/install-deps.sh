@@ -37,6 +37,10 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 # kansoku bench filter --peer dpdk: DPDK's ACL library through dpdk-test-acl
 # (Debian's dpdk-dev), measured on the same rules and headers.
 command -v dpdk-test-acl >/dev/null 2>&1 || need+=(dpdk-dev)
+# kansoku bench capture runs dumpcap (Wireshark's capture engine, from
+# wireshark-common, which tshark brings) and netsniff-ng beside tcpdump.
+[ -x /usr/bin/dumpcap ] || command -v dumpcap >/dev/null 2>&1 || need+=(wireshark-common)
+[ -x /usr/sbin/netsniff-ng ] || command -v netsniff-ng >/dev/null 2>&1 || need+=(netsniff-ng)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: need root to install: ${need[*]}" >&2

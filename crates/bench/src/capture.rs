@@ -63,60 +63,88 @@ const SETTLE: Duration = Duration::from_millis(300);
 /// would neither write nor count the last block's packets.
 const SETTLE_TCPDUMP: Duration = Duration::from_millis(1500);
 
+/// The programs a configuration runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tool {
+    /// kansoku's capture worker, writing in this codec.
+    Kansoku { codec: Codec, per_packet: bool },
+    /// Another capture program ([`peers::CapturePeer`]).
+    Peer(peers::CapturePeer),
+}
+
 /// One configuration compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Config {
     name: &'static str,
     description: &'static str,
-    /// The capture worker's codec; `None` for tcpdump.
-    compress: Option<Codec>,
-    per_packet: bool,
+    tool: Tool,
 }
 
 /// The configurations, in the order they are run and shown. The first,
 /// libpcap's pattern, is the baseline the others are compared with.
-const CONFIGS: [Config; 7] = [
+const CONFIGS: [Config; 9] = [
     Config {
         name: "raw-pkt",
         description: "uncompressed, one write per packet (as pcap_dump)",
-        compress: Some(Codec::None),
-        per_packet: true,
+        tool: Tool::Kansoku {
+            codec: Codec::None,
+            per_packet: true,
+        },
     },
     Config {
         name: "raw",
         description: "uncompressed, 32 KiB blocks",
-        compress: Some(Codec::None),
-        per_packet: false,
+        tool: Tool::Kansoku {
+            codec: Codec::None,
+            per_packet: false,
+        },
     },
     Config {
         name: "lz4-pkt",
         description: "lz4, each packet compressed and written alone",
-        compress: Some(Codec::Lz4),
-        per_packet: true,
+        tool: Tool::Kansoku {
+            codec: Codec::Lz4,
+            per_packet: true,
+        },
     },
     Config {
         name: "lz4",
         description: "lz4, 32 KiB blocks",
-        compress: Some(Codec::Lz4),
-        per_packet: false,
+        tool: Tool::Kansoku {
+            codec: Codec::Lz4,
+            per_packet: false,
+        },
     },
     Config {
         name: "gzip",
         description: "gzip level 1, 32 KiB blocks",
-        compress: Some(Codec::Gzip),
-        per_packet: false,
+        tool: Tool::Kansoku {
+            codec: Codec::Gzip,
+            per_packet: false,
+        },
     },
     Config {
         name: "zstd",
         description: "zstd level 1, 32 KiB blocks",
-        compress: Some(Codec::Zstd),
-        per_packet: false,
+        tool: Tool::Kansoku {
+            codec: Codec::Zstd,
+            per_packet: false,
+        },
     },
     Config {
         name: "tcpdump",
         description: "tcpdump -w (libpcap), when installed",
-        compress: None,
-        per_packet: true,
+        tool: Tool::Peer(peers::CapturePeer::Tcpdump),
+    },
+    Config {
+        name: "dumpcap",
+        description: "dumpcap -w (Wireshark's capture engine, libpcap), when installed",
+        tool: Tool::Peer(peers::CapturePeer::Dumpcap),
+    },
+    Config {
+        name: "netsniff",
+        description: "netsniff-ng --out (its own mmap ring), when installed",
+        tool: Tool::Peer(peers::CapturePeer::Netsniff),
     },
 ];
 
@@ -215,15 +243,21 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
     }
     let exe = std::env::current_exe().map_err(|e| Error::input(format!("own binary: {e}")))?;
     let mut notes = Vec::new();
-    let tcpdump = peers::which("tcpdump");
     let configs: Vec<Config> = configs
         .into_iter()
-        .filter(|c| {
-            if c.compress.is_none() && tcpdump.is_none() {
-                notes.push("tcpdump is not installed: its row is left out".to_string());
-                return false;
+        .filter(|c| match c.tool {
+            Tool::Peer(p) if p.program().is_none() => {
+                notes.push(format!("{} is not installed: its row is left out", p.name()));
+                false
             }
-            true
+            Tool::Peer(p) if args.disk_mbps.is_some() && !p.can_pipe() => {
+                notes.push(format!(
+                    "{} prints its messages on standard output, where the emulated disk would read its capture: its row is left out",
+                    p.name()
+                ));
+                false
+            }
+            _ => true,
         })
         .collect();
 
@@ -245,7 +279,6 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         args,
         size: &size,
         payload,
-        tcpdump: tcpdump.as_deref(),
     };
     'sweep: for (c, result) in configs.iter().zip(&mut results) {
         for &load in &loads {
@@ -308,7 +341,6 @@ struct PointEnv<'a> {
     args: &'a BenchCaptureArgs,
     size: &'a Option<String>,
     payload: &'static str,
-    tcpdump: Option<&'a Path>,
 }
 
 fn select_configs(names: &[String]) -> Result<Vec<Config>> {
@@ -370,6 +402,22 @@ fn rx_packets(ns: &Netns, dev: &str) -> Result<u64> {
         .map_err(|_| Error::input(format!("{path}: not a count")))
 }
 
+/// The packets in a capture file another program wrote.
+fn packets_in(path: &Path) -> Result<u64> {
+    let mut r = trace::TraceReader::open(path)
+        .map_err(|e| Error::input(format!("{}: {e}", display_path(path))))?;
+    let mut n = 0;
+    while let Some(rec) = r
+        .next_record()
+        .map_err(|e| Error::input(format!("{}: {e}", display_path(path))))?
+    {
+        if matches!(rec, trace::Record::Packet(_)) {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// A point below this share of the asked load is generator-bound.
 const GENERATOR_BOUND: f64 = 0.95;
 
@@ -400,8 +448,8 @@ impl Drop for WorkDir {
 /// Starts configuration `c`'s capture into `file` and waits until it listens.
 fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
     let a = env.args;
-    let mut peer = match (c.compress, env.tcpdump) {
-        (Some(codec), _) => {
+    let mut peer = match c.tool {
+        Tool::Kansoku { codec, per_packet } => {
             let mut cmd = env.ns.command(env.exe);
             cmd.args(["bench", "capture-worker", "-i", &env.ns.rx, "--json"])
                 .arg("-B")
@@ -411,7 +459,7 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
                 .args(["--compress", codec.name(), "-w"])
                 .arg(file)
                 .stdout(Stdio::piped());
-            if c.per_packet {
+            if per_packet {
                 cmd.arg("--per-packet");
             }
             if let Some(m) = a.disk_mbps {
@@ -419,25 +467,23 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
             }
             Peer::spawn(cmd)?
         }
-        (None, Some(tcpdump)) => {
-            // With an emulated disk, -w - so that the bench can put the
-            // disk behind it; without one tcpdump writes its file itself,
-            // as kansoku does, so that their CPU times compare.
-            let mut cmd = env.ns.command(tcpdump);
-            peers::tcpdump_args(
-                &mut cmd,
+        Tool::Peer(p) => {
+            // With an emulated disk, to standard output so that the bench
+            // can put the disk behind it; without one the program writes
+            // its file itself, as kansoku does, so that CPU times compare.
+            let cmd = p.command(
+                env.ns,
                 &env.ns.rx,
                 file,
                 a.disk_mbps.is_some(),
                 a.buffer_mib,
-            );
+            )?;
             let mut peer = Peer::spawn(cmd)?;
             if let Some(m) = a.disk_mbps {
                 peer.pipe_to_slow_disk(file, (m * 1e6).max(1.0) as u64);
             }
             peer
         }
-        (None, None) => return Err(Error::input("tcpdump is not installed")),
     };
     peer = peer.wait_listening(LISTEN_TIMEOUT, c.name)?;
     Ok(peer)
@@ -476,10 +522,9 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
                 return Err(e);
             }
         };
-    std::thread::sleep(if c.compress.is_some() {
-        SETTLE
-    } else {
-        SETTLE_TCPDUMP
+    std::thread::sleep(match c.tool {
+        Tool::Kansoku { .. } => SETTLE,
+        Tool::Peer(_) => SETTLE_TCPDUMP,
     });
     // Read before the capture stops: what reached the interface while the
     // generator sent (the settle time lets the last frames arrive).
@@ -490,37 +535,50 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
     }
     let received = rx1?.saturating_sub(rx0);
     let end = capture.wait().map_err(|e| e.context(c.name))?;
-    let (written, kernel_drops, dropped_writer) = if c.compress.is_some() {
-        // Exit 1 means "drops happened", which is what is measured here.
-        if !matches!(end.status.code(), Some(0 | 1)) {
-            return Err(Error::input(format!(
-                "{}: capture failed ({}): {}",
-                c.name,
-                end.status,
-                end.stderr.trim()
-            )));
+    let (written, kernel_drops, dropped_writer) = match c.tool {
+        Tool::Kansoku { .. } => {
+            // Exit 1 means "drops happened", which is what is measured here.
+            if !matches!(end.status.code(), Some(0 | 1)) {
+                return Err(Error::input(format!(
+                    "{}: capture failed ({}): {}",
+                    c.name,
+                    end.status,
+                    end.stderr.trim()
+                )));
+            }
+            let s = parse_json(&end.stdout, "capture")?;
+            (
+                json_u64(&s, "written"),
+                json_u64(&s, "kernel_drops"),
+                json_u64(&s, "dropped_kansoku"),
+            )
         }
-        let s = parse_json(&end.stdout, "capture")?;
-        (
-            json_u64(&s, "written"),
-            json_u64(&s, "kernel_drops"),
-            json_u64(&s, "dropped_kansoku"),
-        )
-    } else {
-        // Without an emulated disk, tcpdump wrote the file itself.
-        if let Some(Err(e)) = end.copied {
-            return Err(Error::output(
-                format!("tcpdump: writing {}", display_path(&file)),
-                &e,
-            ));
+        Tool::Peer(p) => {
+            if let Some(Err(e)) = end.copied {
+                return Err(Error::output(
+                    format!("{}: writing {}", p.name(), display_path(&file)),
+                    &e,
+                ));
+            }
+            let (said, drops) = p.counts(&end.stderr).ok_or_else(|| {
+                Error::input(format!(
+                    "{}: no packet counts in its output: {}",
+                    p.name(),
+                    end.stderr.trim()
+                ))
+            })?;
+            // What is in the file is what was written: counted there, and
+            // checked against what the program says it captured.
+            let in_file = packets_in(&file)?;
+            if said.is_some_and(|n| n != in_file) {
+                return Err(Error::input(format!(
+                    "{}: says it captured {} packets, its file holds {in_file}",
+                    p.name(),
+                    said.unwrap_or(0)
+                )));
+            }
+            (in_file, drops, 0)
         }
-        let (written, drops) = peers::tcpdump_counts(&end.stderr).ok_or_else(|| {
-            Error::input(format!(
-                "tcpdump: no packet counts in its output: {}",
-                end.stderr.trim()
-            ))
-        })?;
-        (written, drops, 0)
     };
     let file_bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
     let kept = if env.args.keep_files {

@@ -72,9 +72,10 @@ pub fn json_u64(v: &serde_json::Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or(0)
 }
 
-/// What a peer says on standard error once it captures (kansoku's capture
-/// worker and tcpdump both say it).
-pub const LISTENING: &str = "listening on";
+/// What a peer says on standard error once it captures: kansoku's capture
+/// worker and tcpdump, dumpcap, netsniff-ng (on its standard output, which
+/// [`CapturePeer::command`] sends to standard error).
+pub const LISTENING: [&str; 3] = ["listening on", "Capturing on", "Running!"];
 
 /// A running peer: the child, a thread collecting its standard error, and
 /// for a peer writing to a pipe the thread copying that into a file.
@@ -114,7 +115,7 @@ impl Peer {
             let Some(err) = err else { return all };
             for line in BufReader::new(err).lines() {
                 let Ok(line) = line else { break };
-                if line.contains(LISTENING) {
+                if LISTENING.iter().any(|l| line.contains(l)) {
                     let _ = ready_tx.send(());
                 }
                 all.push_str(&line);
@@ -222,6 +223,142 @@ fn copy_all(mut from: ChildStdout, mut to: impl Write) -> io::Result<u64> {
     }
 }
 
+/// The capture programs `kansoku bench capture` runs beside kansoku, each
+/// as Debian packages it (tcpdump 4.99, dumpcap 4.0 from wireshark-common,
+/// netsniff-ng 0.6.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapturePeer {
+    Tcpdump,
+    Dumpcap,
+    Netsniff,
+}
+
+impl CapturePeer {
+    pub fn name(self) -> &'static str {
+        match self {
+            CapturePeer::Tcpdump => "tcpdump",
+            CapturePeer::Dumpcap => "dumpcap",
+            CapturePeer::Netsniff => "netsniff-ng",
+        }
+    }
+
+    /// Where it is installed, if it is.
+    pub fn program(self) -> Option<PathBuf> {
+        which(self.name())
+    }
+
+    /// Whether it can write its capture to standard output, for the
+    /// emulated disk (`--disk-mbps`). netsniff-ng prints its messages there
+    /// too, so it cannot.
+    pub fn can_pipe(self) -> bool {
+        self != CapturePeer::Netsniff
+    }
+
+    /// The command capturing on `interface` into `file` (or, `to_pipe`, to
+    /// standard output) with a ring of `ring_mib` MiB, inside `ns`.
+    pub fn command(
+        self,
+        ns: &crate::netns::Netns,
+        interface: &str,
+        file: &Path,
+        to_pipe: bool,
+        ring_mib: usize,
+    ) -> Result<Command> {
+        let program = self
+            .program()
+            .ok_or_else(|| Error::input(format!("{} is not installed", self.name())))?;
+        let out: &std::ffi::OsStr = if to_pipe {
+            "-".as_ref()
+        } else {
+            file.as_os_str()
+        };
+        let cmd = match self {
+            CapturePeer::Tcpdump => {
+                let mut cmd = ns.command(program);
+                tcpdump_args(&mut cmd, interface, file, to_pipe, ring_mib);
+                return Ok(cmd);
+            }
+            CapturePeer::Dumpcap => {
+                let mut cmd = ns.command(program);
+                cmd.args(["-i", interface, "-q", "-s", "262144", "-B"])
+                    .arg(ring_mib.to_string())
+                    .arg("-w")
+                    .arg(out);
+                cmd
+            }
+            CapturePeer::Netsniff => {
+                // Through sh, which execs it (the pid stays netsniff-ng's,
+                // for SIGINT and its CPU time) with its standard output,
+                // where it says it runs and its counts, on standard error.
+                let mut cmd = ns.command("sh");
+                cmd.args(["-c", "exec \"$0\" \"$@\" >&2"])
+                    .arg(program)
+                    .args(["--in", interface, "--silent", "--ring-size"])
+                    .arg(format!("{ring_mib}MiB"))
+                    .arg("--out")
+                    .arg(out);
+                cmd
+            }
+        };
+        let mut cmd = cmd;
+        if to_pipe {
+            cmd.stdout(Stdio::piped());
+        } else {
+            cmd.stdout(Stdio::null());
+        }
+        Ok(cmd)
+    }
+
+    /// From its closing lines: the packets it says it wrote (where it says
+    /// so) and the packets the kernel dropped. `None` when the lines are not
+    /// there.
+    pub fn counts(self, stderr: &str) -> Option<(Option<u64>, u64)> {
+        match self {
+            CapturePeer::Tcpdump => tcpdump_counts(stderr).map(|(w, d)| (Some(w), d)),
+            CapturePeer::Dumpcap => dumpcap_counts(stderr),
+            CapturePeer::Netsniff => netsniff_counts(stderr),
+        }
+    }
+}
+
+/// dumpcap's closing lines: `Packets captured: N` and `Packets
+/// received/dropped on interface 'X': R/D (...)`.
+pub fn dumpcap_counts(stderr: &str) -> Option<(Option<u64>, u64)> {
+    let captured = stderr.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("Packets captured:")
+            .and_then(|n| n.trim().parse::<u64>().ok())
+    })?;
+    let dropped = stderr
+        .lines()
+        .find_map(|l| {
+            let rest = l
+                .trim()
+                .strip_prefix("Packets received/dropped on interface")?;
+            let counts = rest.rsplit_once("': ")?.1.split_whitespace().next()?;
+            counts.split_once('/')?.1.parse::<u64>().ok()
+        })
+        .unwrap_or(0);
+    Some((Some(captured), dropped))
+}
+
+/// netsniff-ng's closing lines: `N  packets incoming (M unread on exit)`,
+/// `N  packets passed filter`, `N  packets failed filter (out of space)`:
+/// the last are its drops (the ring was full).
+pub fn netsniff_counts(stderr: &str) -> Option<(Option<u64>, u64)> {
+    let count = |what: &str| {
+        stderr.lines().find_map(|l| {
+            let (n, rest) = l.trim().split_once(char::is_whitespace)?;
+            rest.trim()
+                .starts_with(what)
+                .then(|| n.parse::<u64>().ok())
+                .flatten()
+        })
+    };
+    count("packets passed filter")?;
+    Some((None, count("packets failed filter").unwrap_or(0)))
+}
+
 /// tcpdump's arguments for a capture on `interface` with a ring of
 /// `ring_mib` MiB, writing `file` itself, or with `to_pipe` its standard
 /// output (for [`Peer::pipe_to_slow_disk`]). `-Z root`: Debian's tcpdump
@@ -262,6 +399,19 @@ pub fn tcpdump_counts(stderr: &str) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dumpcap_and_netsniff_closing_lines_are_read() {
+        let d = "Capturing on 'ptb'\nFile: /tmp/dc.pcap\nPackets captured: 4990\n\
+                 Packets received/dropped on interface 'ptb': 5000/10 (pcap:10/dumpcap:0/flushed:0/ps_ifdrop:0) (99.8%)\n";
+        assert_eq!(dumpcap_counts(d), Some((Some(4990), 10)));
+        assert_eq!(dumpcap_counts("dumpcap: error"), None);
+        let n = "Running! Hang up with ^C!\n\n        5000  packets incoming (0 unread on exit)\n\
+                 4900  packets passed filter\n         100  packets failed filter (out of space)\n\
+                 2.0000% packet droprate\n";
+        assert_eq!(netsniff_counts(n), Some((None, 100)));
+        assert_eq!(netsniff_counts("Cannot open interface"), None);
+    }
 
     #[test]
     fn tcpdump_closing_lines_are_read() {

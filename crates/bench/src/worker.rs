@@ -22,7 +22,7 @@ use pipeline::{
     display_path, run_lanes, CaptureReport, Chain, CompressThreads, Error, Frame, Lane, PacketSink,
     PipelineConfig, Report, Result, Stages,
 };
-use trace::write::{TraceWriter, WriteStats, WriterConfig, DEFAULT_SNAPLEN};
+use trace::write::{CompressWhen, TraceWriter, WriteStats, WriterConfig, DEFAULT_SNAPLEN};
 use trace::Record;
 
 use crate::args::CaptureWorkerArgs;
@@ -83,8 +83,8 @@ impl<W: Write> PacketSink for DiskSink<W> {
 }
 
 /// The writer's settings for codec `a.compress`: a pcap file without a
-/// seek index, block size and compression threads as `kansoku capture`
-/// picks them.
+/// seek index; block size, compression threads and when to compress (only
+/// while it pays) as `kansoku capture` picks them.
 fn writer_config(a: &CaptureWorkerArgs) -> WriterConfig {
     let codec = a.compress.codec();
     WriterConfig {
@@ -92,6 +92,7 @@ fn writer_config(a: &CaptureWorkerArgs) -> WriterConfig {
         index: false,
         block_size: trace::write::default_block_size(codec),
         threads: CompressThreads::Auto.resolve(codec),
+        compress_when: CompressWhen::Pays,
         ..WriterConfig::default()
     }
 }
