@@ -179,6 +179,14 @@ pub struct BenchCaptureArgs {
     /// Directory for the capture files (removed after each point); default: the temp directory.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Pin every capture (kansoku's, tcpdump's ...) to this CPU, and the generator to another, as the issue's
+    /// "each tool pinned to one core".
+    #[arg(long, value_name = "CPU")]
+    pub capture_cpu: Option<usize>,
+    /// Put the kernel's receive work for the capture's interface on the capture's CPU (RPS on the receiving
+    /// veth), as a NIC queue's interrupt would on a real host; pins as --capture-cpu (default the last CPU).
+    #[arg(long)]
+    pub kernel_rx_on_capture_core: bool,
     /// Keep each point's capture file (in DIR/kansoku-bench-capture-PID/, named in the JSON's `file`), to check
     /// the written counts against the files.
     #[arg(long)]

@@ -211,6 +211,11 @@ struct Results<'a> {
     ring_mib: usize,
     /// kansoku's writer queue, MiB of packet data.
     queue_mib: usize,
+    /// The CPU the captures were pinned to, and whether the kernel's
+    /// receive work was put on it too (RPS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capture_cpu: Option<usize>,
+    kernel_rx_on_capture_core: bool,
     /// The configuration the others are compared with.
     baseline: &'static str,
     configs: Vec<ConfigResult>,
@@ -261,8 +266,39 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         })
         .collect();
 
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let capture_cpu = match (args.capture_cpu, args.kernel_rx_on_capture_core) {
+        (Some(c), _) if c >= cpus => {
+            return Err(Error::usage(format!(
+                "--capture-cpu {c}: this machine has CPUs 0 to {}",
+                cpus - 1
+            )))
+        }
+        (Some(c), _) => Some(c),
+        // The last CPU, the generator on the first.
+        (None, true) => Some(cpus - 1),
+        (None, false) => None,
+    };
+    if args.kernel_rx_on_capture_core && cpus < 2 {
+        return Err(Error::usage(
+            "--kernel-rx-on-capture-core needs two CPUs: one for the generator, one for the capture",
+        ));
+    }
+    let generator_cpu = capture_cpu.filter(|_| cpus > 1).map(|c| (c + 1) % cpus);
     let work = WorkDir::create(args.dir.as_deref(), args.keep_files)?;
     let ns = Netns::create()?;
+    if args.kernel_rx_on_capture_core {
+        // RPS: the receiving veth's packets are processed (protocol stack,
+        // AF_PACKET delivery into the rings) on the capture's CPU, as a NIC
+        // queue's interrupt would have them on a real host.
+        let cpu = capture_cpu.unwrap_or(0);
+        let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", ns.rx);
+        ns.exec(&[
+            "sh",
+            "-c",
+            &format!("echo {:x} > {path}", 1u64 << cpu.min(63)),
+        ])?;
+    }
     let mut results: Vec<ConfigResult> = configs
         .iter()
         .map(|c| ConfigResult {
@@ -279,6 +315,8 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         args,
         size: &size,
         payload,
+        capture_cpu,
+        generator_cpu,
     };
     'sweep: for (c, result) in configs.iter().zip(&mut results) {
         for &load in &loads {
@@ -317,6 +355,8 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         disk_mbps: args.disk_mbps,
         ring_mib: args.buffer_mib,
         queue_mib: args.queue_mib,
+        capture_cpu,
+        kernel_rx_on_capture_core: args.kernel_rx_on_capture_core,
         baseline: CONFIGS[0].name,
         configs: results,
         notes,
@@ -341,6 +381,9 @@ struct PointEnv<'a> {
     args: &'a BenchCaptureArgs,
     size: &'a Option<String>,
     payload: &'static str,
+    /// The CPU every capture runs on, and the generator's (another one).
+    capture_cpu: Option<usize>,
+    generator_cpu: Option<usize>,
 }
 
 fn select_configs(names: &[String]) -> Result<Vec<Config>> {
@@ -450,7 +493,7 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
     let a = env.args;
     let mut peer = match c.tool {
         Tool::Kansoku { codec, per_packet } => {
-            let mut cmd = env.ns.command(env.exe);
+            let mut cmd = env.ns.command_on(env.capture_cpu, env.exe);
             cmd.args(["bench", "capture-worker", "-i", &env.ns.rx, "--json"])
                 .arg("-B")
                 .arg(a.buffer_mib.to_string())
@@ -473,6 +516,7 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
             // its file itself, as kansoku does, so that CPU times compare.
             let cmd = p.command(
                 env.ns,
+                env.capture_cpu,
                 &env.ns.rx,
                 file,
                 a.disk_mbps.is_some(),
@@ -491,7 +535,7 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
 
 /// `kansoku generate`'s arguments for `--packets` frames at `load`.
 fn generate_command(env: &PointEnv, load: f64) -> Command {
-    let mut gen = env.ns.command(env.exe);
+    let mut gen = env.ns.command_on(env.generator_cpu, env.exe);
     gen.args(["generate", "-i", &env.ns.tx, "--proto", "udp", "--json"])
         .arg("-c")
         .arg(env.args.packets.to_string())
@@ -634,6 +678,17 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
             None => "no disk limit".to_string(),
         }
     )?;
+    if let Some(cpu) = r.capture_cpu {
+        writeln!(
+            o,
+            "captures pinned to CPU {cpu}{}",
+            if r.kernel_rx_on_capture_core {
+                ", the kernel's receive work for their interface on it too (RPS)"
+            } else {
+                ""
+            }
+        )?;
+    }
     write!(o, "{:<9}", "pps")?;
     for l in loads {
         write!(o, " {l:>8.0}")?;
@@ -826,6 +881,8 @@ mod tests {
             disk_mbps: Some(2.0),
             ring_mib: 8,
             queue_mib: 8,
+            capture_cpu: None,
+            kernel_rx_on_capture_core: false,
             baseline: "raw-pkt",
             configs: vec![
                 ConfigResult {
@@ -900,6 +957,8 @@ mod tests {
                 disk_mbps: None,
                 buffer_mib: 8,
                 queue_mib: 8,
+                capture_cpu: None,
+                kernel_rx_on_capture_core: false,
                 dir: None,
                 keep_files: false,
                 plot: None,

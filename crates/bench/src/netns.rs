@@ -71,6 +71,19 @@ impl Netns {
         c.args(["netns", "exec", self.ns.name()]).arg(program);
         c
     }
+
+    /// [`command`](Self::command), pinned to `cpu` when given (`taskset`
+    /// execs the program in place, so its pid is the program's).
+    pub fn command_on(&self, cpu: Option<usize>, program: impl AsRef<OsStr>) -> Command {
+        match cpu {
+            Some(cpu) => {
+                let mut c = self.command("taskset");
+                c.args(["-c", &cpu.to_string()]).arg(program);
+                c
+            }
+            None => self.command(program),
+        }
+    }
 }
 
 /// The host's network namespaces, as `ip netns list` names them.

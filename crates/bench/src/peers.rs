@@ -255,10 +255,12 @@ impl CapturePeer {
     }
 
     /// The command capturing on `interface` into `file` (or, `to_pipe`, to
-    /// standard output) with a ring of `ring_mib` MiB, inside `ns`.
+    /// standard output) with a ring of `ring_mib` MiB, inside `ns`, pinned
+    /// to `cpu` when given.
     pub fn command(
         self,
         ns: &crate::netns::Netns,
+        cpu: Option<usize>,
         interface: &str,
         file: &Path,
         to_pipe: bool,
@@ -274,12 +276,12 @@ impl CapturePeer {
         };
         let cmd = match self {
             CapturePeer::Tcpdump => {
-                let mut cmd = ns.command(program);
+                let mut cmd = ns.command_on(cpu, program);
                 tcpdump_args(&mut cmd, interface, file, to_pipe, ring_mib);
                 return Ok(cmd);
             }
             CapturePeer::Dumpcap => {
-                let mut cmd = ns.command(program);
+                let mut cmd = ns.command_on(cpu, program);
                 cmd.args(["-i", interface, "-q", "-s", "262144", "-B"])
                     .arg(ring_mib.to_string())
                     .arg("-w")
@@ -290,7 +292,7 @@ impl CapturePeer {
                 // Through sh, which execs it (the pid stays netsniff-ng's,
                 // for SIGINT and its CPU time) with its standard output,
                 // where it says it runs and its counts, on standard error.
-                let mut cmd = ns.command("sh");
+                let mut cmd = ns.command_on(cpu, "sh");
                 cmd.args(["-c", "exec \"$0\" \"$@\" >&2"])
                     .arg(program)
                     .args(["--in", interface, "--silent", "--ring-size"])
