@@ -175,7 +175,9 @@ impl Reloader {
             number: self.generation,
             loaded_unix_ns: now_unix_ns(),
         };
-        let (last, others) = self.slots.split_last().expect("a capture has a lane");
+        let Some((last, others)) = self.slots.split_last() else {
+            return Err("reload: no ring to give the rules to".to_string());
+        };
         for slot in others {
             slot.put(g, filter.clone());
         }
