@@ -169,8 +169,8 @@ impl Summary {
                             bytes: e.bytes,
                             packets: e.packets,
                             share: share(
-                                value(e.bytes, e.packets, self.metric),
-                                value(s.bytes, s.packets, self.metric),
+                                self.metric.value(e.bytes, e.packets),
+                                self.metric.value(s.bytes, s.packets),
                             ),
                         })
                         .collect(),
@@ -209,10 +209,6 @@ pub struct EntryJson {
     pub share: f64,
 }
 
-fn value(bytes: u64, packets: u64, metric: Metric) -> u64 {
-    metric.value(bytes, packets)
-}
-
 fn share(part: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
@@ -245,7 +241,7 @@ impl fmt::Display for Summary {
         writeln!(f, "%%NonIP: {} {}", self.non_ip_bytes, self.non_ip_packets)?;
         for s in &self.sections {
             writeln!(f)?;
-            let total = value(s.bytes, s.packets, self.metric);
+            let total = self.metric.value(s.bytes, s.packets);
             writeln!(
                 f,
                 "[{}] {} {} ({:.2}%)",
@@ -266,7 +262,7 @@ impl fmt::Display for Summary {
                     e.prefix,
                     e.bytes,
                     e.packets,
-                    share(value(e.bytes, e.packets, self.metric), total),
+                    share(self.metric.value(e.bytes, e.packets), total),
                     share(sub, total)
                 );
                 writeln!(f, "{line}")?;
@@ -281,7 +277,7 @@ fn nesting(entries: &[Entry], metric: Metric) -> (Vec<usize>, Vec<u64>) {
     let mut depth = Vec::with_capacity(entries.len());
     let mut sub: Vec<u64> = entries
         .iter()
-        .map(|e| value(e.bytes, e.packets, metric))
+        .map(|e| metric.value(e.bytes, e.packets))
         .collect();
     let mut stack: Vec<usize> = Vec::new();
     let pop = |stack: &mut Vec<usize>, sub: &mut Vec<u64>| {

@@ -664,6 +664,27 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
     })
 }
 
+/// A configuration's name and one cell per asked load: `cell` of its point
+/// there, `-` where it has no point or `cell` nothing to say.
+fn write_cells(
+    o: &mut dyn Write,
+    c: &ConfigResult,
+    loads: &[f64],
+    cell: impl Fn(&Point) -> Option<String>,
+) -> io::Result<()> {
+    write!(o, "{:<9}", c.config)?;
+    for l in loads {
+        let text = c
+            .points
+            .iter()
+            .find(|p| p.load_pps == *l)
+            .and_then(&cell)
+            .unwrap_or_else(|| "-".to_string());
+        write!(o, " {text:>8}")?;
+    }
+    Ok(())
+}
+
 fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> {
     writeln!(
         o,
@@ -696,13 +717,7 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
     writeln!(o, "  {:>13}  {:>8}", "max loss-free", "vs base")?;
     let base = r.configs.iter().find(|c| c.config == r.baseline);
     for c in &r.configs {
-        write!(o, "{:<9}", c.config)?;
-        for l in loads {
-            match c.points.iter().find(|p| p.load_pps == *l) {
-                Some(p) => write!(o, " {:>8.4}", p.capture_rate)?,
-                None => write!(o, " {:>8}", "-")?,
-            }
-        }
+        write_cells(o, c, loads, |p| Some(format!("{:.4}", p.capture_rate)))?;
         let lf = c
             .max_loss_free_pps
             .map_or_else(|| "none".to_string(), |v| format!("{v:.0}"));
@@ -717,21 +732,10 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
         "load at the capture's interface, packets/s (rx_packets over the sending time; * generator-bound: it sent under 95% of the asked load)"
     )?;
     for c in &r.configs {
-        write!(o, "{:<9}", c.config)?;
-        for l in loads {
-            match c.points.iter().find(|p| p.load_pps == *l) {
-                Some(p) => write!(
-                    o,
-                    " {:>8}",
-                    format!(
-                        "{:.0}{}",
-                        p.received_pps,
-                        if p.generator_bound { "*" } else { "" }
-                    )
-                )?,
-                None => write!(o, " {:>8}", "-")?,
-            }
-        }
+        write_cells(o, c, loads, |p| {
+            let bound = if p.generator_bound { "*" } else { "" };
+            Some(format!("{:.0}{bound}", p.received_pps))
+        })?;
         writeln!(o)?;
     }
     writeln!(
@@ -739,18 +743,9 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
         "CPU time of the capture process per packet written, microseconds (user + system, all threads)"
     )?;
     for c in &r.configs {
-        write!(o, "{:<9}", c.config)?;
-        for l in loads {
-            match c
-                .points
-                .iter()
-                .find(|p| p.load_pps == *l)
-                .and_then(|p| p.cpu_us_per_packet)
-            {
-                Some(v) => write!(o, " {v:>8.2}")?,
-                None => write!(o, " {:>8}", "-")?,
-            }
-        }
+        write_cells(o, c, loads, |p| {
+            p.cpu_us_per_packet.map(|v| format!("{v:.2}"))
+        })?;
         writeln!(o)?;
     }
     for c in &r.configs {

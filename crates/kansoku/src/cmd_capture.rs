@@ -90,13 +90,12 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     let (mut reloader, lane_rules) = match args.rules.as_deref() {
         Some(path) => {
             let (r, sides) = Reloader::new(path, EngineKind::Fast, n);
-            (Some(r), sides.into_iter().map(Some).collect())
+            (Some(r), sides)
         }
         None => (None, Vec::new()),
     };
-    let mut lane_rules = lane_rules
-        .into_iter()
-        .chain(std::iter::repeat_with(|| None));
+    // One side a ring; none at all without --rules.
+    let mut lane_rules = lane_rules.into_iter();
     let profile = args
         .profile
         .is_some()
@@ -136,7 +135,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         let stages = Stages {
             filter: filter.clone(),
             profile: None,
-            reload: lane_rules.next().flatten(),
+            reload: lane_rules.next(),
         };
         let chain = Chain::new(stages, print.then_some(out));
         lanes.push(Lane { ring, chain });
