@@ -6,7 +6,7 @@
 # through it: curl, python3 (its http.server) and iperf3; iptables and openssl for kansoku delay; nginx for webbench's HTTP/2; and for `kansoku bench ipsec --part link`,
 # boringtun-cli (a userspace WireGuard tunnel, built from crates.io into ~/.cargo/bin) and wg
 # (wireguard-tools, which keys it), the tunnel the bench runs beside kansoku's; dpdk-dev for DPDK's ACL
-# (`kansoku bench filter --peer dpdk`).
+# (`kansoku bench filter --peer dpdk`); chromium for the web view's browser test.
 # (Plots need no font package: DejaVu Sans is embedded from the dejavu crate.)
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
@@ -41,6 +41,8 @@ command -v dpdk-test-acl >/dev/null 2>&1 || need+=(dpdk-dev)
 # wireshark-common, which tshark brings) and netsniff-ng beside tcpdump.
 [ -x /usr/bin/dumpcap ] || command -v dumpcap >/dev/null 2>&1 || need+=(wireshark-common)
 [ -x /usr/sbin/netsniff-ng ] || command -v netsniff-ng >/dev/null 2>&1 || need+=(netsniff-ng)
+# kansoku web's browser test loads the page in headless Chromium.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: need root to install: ${need[*]}" >&2

@@ -33,6 +33,9 @@ pub enum BenchCommand {
     /// experiment 1 (10 KB at 110 requests/s; no delay, 48 ms, the 100-quantile profile; httperf through
     /// kansoku delay) and experiment 2 (2 KB at 13 concurrency steps, no delay and the profile).
     WebPaper(BenchWebPaperArgs),
+    /// `kansoku web`'s view JSON for a day of 5-minute summaries and a month of hourly ones, beside
+    /// `kansoku profile --merge` of the same files.
+    View(BenchViewArgs),
     /// The capture side of `bench capture`, run by it inside its namespace: a ring into a trace
     /// file, optionally one write per packet and behind an emulated slow disk, until SIGINT.
     #[command(hide = true)]
@@ -401,4 +404,14 @@ pub struct BenchWebPaperArgs {
     /// Keep the series CSVs, the server's round trips and web-paper.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchViewArgs {
+    /// Rounds per measurement (medians are printed).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Keep the summaries in this directory (default: a temporary one).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }

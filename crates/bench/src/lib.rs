@@ -48,6 +48,7 @@ pub mod plot;
 pub mod slow_disk;
 pub mod stats;
 pub mod table;
+pub mod view;
 pub mod web;
 pub mod webpaper;
 pub mod worker;
@@ -82,6 +83,7 @@ pub fn run_to(args: &BenchArgs, stop: &AtomicBool, out: &mut dyn Write) -> Resul
         BenchCommand::Ipsec(a) => ipsec::run(a, stop, out),
         BenchCommand::Web(a) => web::run(a, stop, out),
         BenchCommand::WebPaper(a) => webpaper::run(a, stop, out),
+        BenchCommand::View(a) => view::run(a, stop, out),
         BenchCommand::CaptureWorker(a) => worker::run(a, stop, out),
     }
 }

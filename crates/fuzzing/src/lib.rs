@@ -51,6 +51,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("observe", observe),
     ("index", index),
     ("window", window),
+    ("web_request", web_request),
 ];
 
 /// Shared by the reader targets: drain every record and look at it. The
@@ -620,4 +621,49 @@ pub fn window(data: &[u8]) {
             std::hint::black_box(e.to_string());
         }
     }
+}
+
+/// `kansoku web`'s request handling on arbitrary request targets: the
+/// first line of the input is the path, the rest the query string, both
+/// as hyper hands them over (text). Every answer is a page, a view, or
+/// 400/404/405 with a JSON error; never a panic, never a 500.
+pub fn web_request(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (path, query) = text.split_once('\n').unwrap_or((text, ""));
+    let src = web_source();
+    let a = webview::server::route(src, &webview::server::Method::GET, path, Some(query));
+    let code = a.status().as_u16();
+    assert!(
+        matches!(code, 200 | 400 | 404),
+        "{code} for {path:?} {query:?}"
+    );
+}
+
+/// Two hours of 5-minute summaries of a little traffic, made once.
+fn web_source() -> &'static webview::MemorySource {
+    static SRC: std::sync::OnceLock<webview::MemorySource> = std::sync::OnceLock::new();
+    SRC.get_or_init(|| {
+        let mut p = aguri::ProfilerConfig {
+            interval_ns: 300_000_000_000,
+            ..Default::default()
+        }
+        .build()
+        .expect("a valid profiler");
+        let t0 = 1_795_132_800_000_000_000u64;
+        let mut out = Vec::new();
+        for i in 0..7200u64 {
+            let k = aguri::FlowKey {
+                src: IpAddr::V4(Ipv4Addr::new(10, (i % 7) as u8, (i % 251) as u8, 1)),
+                dst: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, (i % 5) as u16)),
+                protocol: if i % 3 == 0 { 17 } else { 6 },
+                src_port: (i % 1000) as u16,
+                dst_port: [80, 443, 53][(i % 3) as usize],
+            };
+            out.extend(p.add(t0 + i * 1_000_000_000, &k, 100 + (i % 1400) as u32));
+        }
+        out.extend(p.finish());
+        webview::MemorySource::new(out)
+    })
 }

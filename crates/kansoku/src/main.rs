@@ -19,6 +19,7 @@ mod cmd_profile;
 mod cmd_read;
 mod cmd_stats;
 mod cmd_synth;
+mod cmd_web;
 mod cmd_webbench;
 mod output;
 mod pattern;
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
         Command::Filter(args) => cmd_filter::run(&args),
         Command::Profile(args) => cmd_profile::run(&args),
         Command::Plot(args) => cmd_plot::run(&args),
+        Command::Web(args) => cmd_web::run(&args),
         Command::Delay(args) => cmd_delay::run(&args),
         Command::Webbench(args) => cmd_webbench::run(&args),
         Command::Ipsec(args) => cmd_ipsec::run(&args),

@@ -182,6 +182,18 @@ pub struct PlotArgs {
     pub output: PathBuf,
 }
 
+/// `kansoku web`: summaries in a browser.
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// A directory of summaries: `profile -w DIR/` output, or an archive (`--archive DIR`: 5min, hourly, daily).
+    /// Files written while it runs are shown without a restart.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Address and port to listen on (loopback unless told otherwise; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PlotView {
     Src,

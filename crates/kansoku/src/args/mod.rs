@@ -56,6 +56,9 @@ pub enum Command {
     Ipsec(IpsecArgs),
     /// Plot aguri summaries: total traffic and the top aggregates over time (SVG, PNG or HTML).
     Plot(PlotArgs),
+    /// Serve an agurim-like view of a directory of summaries: stacked series of bytes and packets, zoom,
+    /// drill-down, a JSON API (`kansoku web DIR`, then open http://127.0.0.1:8080/).
+    Web(WebArgs),
     /// Put a round-trip time per client address on real packets (NFQUEUE, held verdicts), as netem or dummynet
     /// would, for any program: `kansoku delay --clients 100 --profile lognormal:median=48ms,sigma=1 -- CMD`.
     Delay(DelayArgs),

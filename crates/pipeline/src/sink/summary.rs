@@ -80,8 +80,13 @@ impl SummaryWriter {
             Out::File(f, p) => f.write_all(text.as_bytes()).map_err(|e| out_error(p, &e))?,
             Out::Dir(d) => {
                 let ext = if self.json { "json" } else { "agr" };
-                let path = d.join(format!("{}.{ext}", file_stamp(s.start_ns)));
-                fs::write(&path, text).map_err(|e| out_error(&path, &e))?;
+                // Written under a hidden name, then renamed: a reader
+                // (`kansoku web`, a cron job) never sees half a summary.
+                let name = format!("{}.{ext}", file_stamp(s.start_ns));
+                let path = d.join(&name);
+                let tmp = d.join(format!(".{name}.tmp"));
+                fs::write(&tmp, text).map_err(|e| out_error(&tmp, &e))?;
+                fs::rename(&tmp, &path).map_err(|e| out_error(&path, &e))?;
             }
         }
         self.written += 1;

@@ -1,0 +1,30 @@
+//! `kansoku web`: an agurim-like view of aguri summaries in a browser.
+//!
+//! - [`source`]: the [`DataSource`] interface (a catalog, and the summaries
+//!   of a time range at a resolution) and [`DirSource`], a directory of
+//!   summary files read again as they change.
+//! - [`view`]: a view's query and its answer: the aggregates of a range,
+//!   re-aggregated at a threshold, as per-bucket series that add up exactly.
+//! - [`params`]: request parameters, checked before use.
+//! - [`server`]: the HTTP server (hyper), the JSON API and the page, whose
+//!   assets are compiled in.
+//!
+//! The JSON API (`GET`, answers `application/json`; 400 with `{"error"}`
+//! for a bad parameter, 503 when the source cannot answer):
+//!
+//! - `/api/v1/catalog`: the source, its levels (`5min`, `hourly` ...: name,
+//!   interval, count, first and last times), problems with its files.
+//! - `/api/v1/view?view=src|dst|sport|dport&from=S&to=S&step=S&threshold=P&drill=LABEL`:
+//!   every parameter optional (the last day, a step for about 300 buckets,
+//!   1%, no drill-down). See [`view::ViewAnswer`] for the answer.
+
+#![forbid(unsafe_code)]
+
+pub mod params;
+pub mod server;
+pub mod source;
+pub mod view;
+
+pub use server::serve;
+pub use source::{Catalog, DataSource, DirSource, LevelInfo, MemorySource, SourceError};
+pub use view::{answer, Query, ViewAnswer, ViewKind};

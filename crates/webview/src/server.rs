@@ -1,0 +1,177 @@
+//! The HTTP side: a fixed set of routes, the page's assets compiled into the
+//! binary, the JSON API. Nothing here touches the file system: a path is
+//! matched against the routes, never joined to a directory.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+pub use hyper::Method;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Serialize;
+
+use crate::params::{BadRequest, Params};
+use crate::source::DataSource;
+use crate::view::{answer, Query, ViewError};
+
+const INDEX_HTML: &str = include_str!("../assets/index.html");
+const APP_JS: &str = include_str!("../assets/app.js");
+const APP_CSS: &str = include_str!("../assets/app.css");
+
+/// The content security policy of every answer: the page runs only its own
+/// script and style, and talks only to this server.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+                   connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+type Answer = Response<Full<Bytes>>;
+
+fn respond(status: StatusCode, kind: &'static str, body: impl Into<Bytes>) -> Answer {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn json<T: Serialize>(status: StatusCode, v: &T) -> Answer {
+    match serde_json::to_vec(v) {
+        Ok(b) => respond(status, "application/json", b),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
+fn error(status: StatusCode, message: &str) -> Answer {
+    #[derive(Serialize)]
+    struct E<'a> {
+        error: &'a str,
+    }
+    let body = serde_json::to_vec(&E { error: message }).unwrap_or_default();
+    respond(status, "application/json", body)
+}
+
+fn bad(e: &BadRequest) -> Answer {
+    error(StatusCode::BAD_REQUEST, &e.0)
+}
+
+/// The answer to one request.
+pub fn route(src: &dyn DataSource, method: &Method, path: &str, query: Option<&str>) -> Answer {
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = error(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD");
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let params = match Params::parse(query.unwrap_or("")) {
+        Ok(p) => p,
+        Err(e) => return bad(&e),
+    };
+    match path {
+        // The page takes the view's parameters: it reads them itself.
+        "/" | "/index.html" => match Query::from_params(&params) {
+            Ok(_) => respond(StatusCode::OK, "text/html; charset=utf-8", INDEX_HTML),
+            Err(e) => bad(&e),
+        },
+        "/app.js" => respond(StatusCode::OK, "text/javascript; charset=utf-8", APP_JS),
+        "/app.css" => respond(StatusCode::OK, "text/css; charset=utf-8", APP_CSS),
+        "/api/v1/catalog" => match params.only(&[]) {
+            Err(e) => bad(&e),
+            Ok(()) => match src.catalog() {
+                Ok(c) => json(StatusCode::OK, &c),
+                Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.0),
+            },
+        },
+        "/api/v1/view" => {
+            let q = match Query::from_params(&params) {
+                Ok(q) => q,
+                Err(e) => return bad(&e),
+            };
+            let cat = match src.catalog() {
+                Ok(c) => c,
+                Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, &e.0),
+            };
+            match answer(src, &cat, &q) {
+                Ok(a) => json(StatusCode::OK, &a),
+                Err(ViewError::Bad(e)) => bad(&e),
+                Err(ViewError::Source(e)) => error(StatusCode::SERVICE_UNAVAILABLE, &e.0),
+            }
+        }
+        _ => error(StatusCode::NOT_FOUND, "no such page"),
+    }
+}
+
+async fn handle(src: Arc<dyn DataSource>, req: Request<Incoming>) -> Result<Answer, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
+    // Views are computed off the I/O threads.
+    let head = method == Method::HEAD;
+    let answer =
+        tokio::task::spawn_blocking(move || route(&*src, &method, &path, query.as_deref()))
+            .await
+            .unwrap_or_else(|_| error(StatusCode::SERVICE_UNAVAILABLE, "the view failed"));
+    if head {
+        let (parts, _) = answer.into_parts();
+        return Ok(Response::from_parts(parts, Full::new(Bytes::new())));
+    }
+    Ok(answer)
+}
+
+/// Serves `src` on `listen` until `stop` is set; `ready` is told the
+/// address bound (port 0 picks a free one).
+pub fn serve(
+    src: Arc<dyn DataSource>,
+    listen: SocketAddr,
+    stop: &'static AtomicBool,
+    ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(4)
+        .enable_io()
+        .enable_time()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        ready(listener.local_addr()?);
+        while !stop.load(Ordering::Relaxed) {
+            let accepted =
+                tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+            let Ok(accepted) = accepted else { continue };
+            let (stream, _) = match accepted {
+                Ok(s) => s,
+                // Out of descriptors and the like: wait a little, go on.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let src = src.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| handle(src.clone(), req));
+                let _ = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(10))
+                    .max_buf_size(64 * 1024)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+        Ok(())
+    })
+}

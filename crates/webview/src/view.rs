@@ -1,0 +1,448 @@
+//! The view: a time range of one section, re-aggregated, as stacked series.
+//!
+//! Every entry of every summary in the range (within the drilled prefix,
+//! if any) is added into one tree, which the threshold aggregates as aguri
+//! does: that gives the aggregates of the range. Then each entry is
+//! counted, in its summary's time bucket, under the most specific of those
+//! aggregates that contains it. So the series add up, bucket by bucket, to
+//! what the summaries hold (within the drilled prefix: to that prefix's
+//! count), and each aggregate's total is the sum of its series.
+
+use std::collections::HashMap;
+
+use aguri::label::{port_key, KeyKind, Prefix, V4_MAPPED, V4_MAPPED_LEN};
+use aguri::{Metric, PatriciaTree, SectionKind, DEFAULT_BUDGET};
+use serde::Serialize;
+
+use crate::params::{BadRequest, Params};
+use crate::source::{Catalog, DataSource, SourceError};
+
+const NS: u64 = 1_000_000_000;
+
+/// The bucket lengths offered, in seconds.
+pub const STEPS: [u64; 20] = [
+    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400,
+    172_800, 604_800,
+];
+
+/// At most this many buckets in a view.
+pub const MAX_BUCKETS: u64 = 2000;
+/// At most this many aggregates × buckets in an answer (about 40 MB of JSON).
+pub const MAX_CELLS: usize = 1_000_000;
+/// An automatic step aims at about this many buckets.
+const AUTO_BUCKETS: u64 = 300;
+/// Times are between the epoch and 2100-01-01.
+pub const MAX_TIME_S: u64 = 4_102_444_800;
+
+/// Which summary the view draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ViewKind {
+    Src,
+    Dst,
+    Sport,
+    Dport,
+}
+
+impl ViewKind {
+    pub const ALL: [ViewKind; 4] = [
+        ViewKind::Src,
+        ViewKind::Dst,
+        ViewKind::Sport,
+        ViewKind::Dport,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ViewKind::Src => "src",
+            ViewKind::Dst => "dst",
+            ViewKind::Sport => "sport",
+            ViewKind::Dport => "dport",
+        }
+    }
+
+    fn section(self) -> SectionKind {
+        match self {
+            ViewKind::Src => SectionKind::SrcAddress,
+            ViewKind::Dst => SectionKind::DstAddress,
+            ViewKind::Sport => SectionKind::SrcPort,
+            ViewKind::Dport => SectionKind::DstPort,
+        }
+    }
+}
+
+/// A request for a view, every field checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    pub view: ViewKind,
+    /// Seconds since the epoch; `None`: the last day of data.
+    pub from: Option<u64>,
+    pub to: Option<u64>,
+    /// Bucket length in seconds, one of [`STEPS`]; `None`: chosen.
+    pub step: Option<u64>,
+    /// Percent, in [0.1, 100].
+    pub threshold: f64,
+    pub drill: Option<Prefix>,
+}
+
+impl Query {
+    /// The query of `/api/v1/view?...` (the page's URL holds the same).
+    pub fn from_params(p: &Params) -> Result<Query, BadRequest> {
+        p.only(&["view", "from", "to", "step", "threshold", "drill"])?;
+        let view = match p.get("view")? {
+            None => ViewKind::Src,
+            Some(v) => *ViewKind::ALL
+                .iter()
+                .find(|k| k.name() == v)
+                .ok_or_else(|| BadRequest::new("view: one of src, dst, sport, dport"))?,
+        };
+        let time = |name: &str| -> Result<Option<u64>, BadRequest> {
+            match p.get(name)? {
+                None => Ok(None),
+                Some(v) => {
+                    let t = p.integer(name, v)?;
+                    if t > MAX_TIME_S {
+                        return Err(BadRequest::new(format!(
+                            "{name}: seconds since 1970, before 2100 ({MAX_TIME_S})"
+                        )));
+                    }
+                    Ok(Some(t))
+                }
+            }
+        };
+        let (from, to) = (time("from")?, time("to")?);
+        if let (Some(f), Some(t)) = (from, to) {
+            if f >= t {
+                return Err(BadRequest::new("from must be before to"));
+            }
+        }
+        let step = match p.get("step")? {
+            None => None,
+            Some(v) => {
+                let s = p.integer("step", v)?;
+                if !STEPS.contains(&s) {
+                    return Err(BadRequest::new(format!(
+                        "step: one of {} seconds",
+                        STEPS.map(|s| s.to_string()).join(", ")
+                    )));
+                }
+                Some(s)
+            }
+        };
+        let threshold = match p.get("threshold")? {
+            None => 1.0,
+            Some(v) => {
+                let t: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|t: &f64| (0.1..=100.0).contains(t))
+                    .ok_or_else(|| BadRequest::new("threshold: a percentage from 0.1 to 100"))?;
+                t
+            }
+        };
+        let drill = match p.get("drill")? {
+            None | Some("") => None,
+            Some(v) => {
+                let kind = view.section().key_kind();
+                Some(Prefix::parse(kind, v).map_err(|e| {
+                    BadRequest::new(format!("drill: not a {} label: {e}", kind_name(kind)))
+                })?)
+            }
+        };
+        Ok(Query {
+            view,
+            from,
+            to,
+            step,
+            threshold,
+            drill,
+        })
+    }
+}
+
+fn kind_name(k: KeyKind) -> &'static str {
+    match k {
+        KeyKind::Address => "prefix (10.1.0.0/16, 2001:db8::/32)",
+        KeyKind::Port => "port range (4:6:443, 4:17:1024/6)",
+    }
+}
+
+/// A count of bytes and packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Count {
+    pub bytes: u64,
+    pub packets: u64,
+}
+
+impl Count {
+    fn add(&mut self, bytes: u64, packets: u64) {
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.packets = self.packets.saturating_add(packets);
+    }
+}
+
+/// One aggregate of the view and its series.
+#[derive(Debug, Serialize)]
+pub struct Aggregate {
+    pub label: String,
+    /// A root (`0.0.0.0/0`, `::/0`, `4:0:0/8` ...): what is in no other
+    /// aggregate, drawn as "other".
+    pub catch_all: bool,
+    /// Enclosing aggregates in the list.
+    pub depth: usize,
+    /// Over the range: the sums of `bytes` and `packets`.
+    pub total: Count,
+    /// Per bucket; `null` where no summary covers the bucket.
+    pub bytes: Vec<Option<u64>>,
+    pub packets: Vec<Option<u64>>,
+}
+
+/// The answer to a [`Query`].
+#[derive(Debug, Serialize)]
+pub struct ViewAnswer {
+    pub view: ViewKind,
+    /// The range drawn, aligned to the step: `[from, to)`, seconds.
+    pub from: u64,
+    pub to: u64,
+    pub step: u64,
+    pub threshold: f64,
+    pub drill: Option<String>,
+    /// Bucket starts, seconds.
+    pub buckets: Vec<u64>,
+    /// Whether a summary covers each bucket.
+    pub covered: Vec<bool>,
+    /// Summaries read, and the extent of the source.
+    pub summaries: usize,
+    pub first: u64,
+    pub last: u64,
+    /// Everything the summaries of the range counted (IP or not).
+    pub total: Count,
+    pub non_ip: Count,
+    /// The section's count within the drilled prefix (all of it when
+    /// not drilled): the sum of the aggregates' totals.
+    pub within: Count,
+    /// In preorder; each entry counted once, under the most specific
+    /// aggregate that holds it.
+    pub aggregates: Vec<Aggregate>,
+}
+
+/// Why a view could not be made.
+#[derive(Debug)]
+pub enum ViewError {
+    Bad(BadRequest),
+    Source(SourceError),
+}
+
+impl From<BadRequest> for ViewError {
+    fn from(e: BadRequest) -> Self {
+        ViewError::Bad(e)
+    }
+}
+
+impl From<SourceError> for ViewError {
+    fn from(e: SourceError) -> Self {
+        ViewError::Source(e)
+    }
+}
+
+/// The smallest offered step at least `s` seconds (the largest if none).
+fn step_at_least(s: u64) -> u64 {
+    STEPS
+        .iter()
+        .copied()
+        .find(|&x| x >= s)
+        .unwrap_or(STEPS[STEPS.len() - 1])
+}
+
+/// Answers `q` from `src` (whose catalog is `cat`).
+pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnswer, ViewError> {
+    let finest = cat.levels.first().map_or(1, |l| l.interval_s.max(1));
+    let last = cat.last_ns.div_ceil(NS);
+    let first = cat.first_ns / NS;
+    let to = q.to.unwrap_or(last.max(1));
+    let from = q.from.unwrap_or_else(|| {
+        to.saturating_sub(86_400)
+            .max(first.min(to.saturating_sub(1)))
+    });
+    if from >= to {
+        return Err(BadRequest::new("from must be before to").into());
+    }
+    let step = match q.step {
+        Some(s) => s.max(step_at_least(finest)),
+        None => step_at_least(finest.max((to - from).div_ceil(AUTO_BUCKETS))),
+    };
+    let from = from - from % step;
+    let to = to.div_ceil(step) * step;
+    let n = (to - from) / step;
+    if n > MAX_BUCKETS {
+        return Err(BadRequest::new(format!(
+            "the range holds {n} buckets of {step} s: at most {MAX_BUCKETS}; choose a longer step or a shorter range"
+        ))
+        .into());
+    }
+    let n = n as usize;
+    let sums = src.summaries(&[], from * NS, to * NS, step * NS)?;
+    let kind = q.view.section();
+    let key_kind = kind.key_kind();
+    let within = |p: &Prefix| q.drill.is_none_or(|d| d.contains(p));
+
+    // The aggregates of the whole range.
+    let mut pins: Vec<(u128, u8)> = match key_kind {
+        KeyKind::Address => vec![(V4_MAPPED, V4_MAPPED_LEN)],
+        KeyKind::Port => vec![(port_key(4, 0, 0), 8), (port_key(6, 0, 0), 8)],
+    };
+    if let Some(d) = q.drill {
+        if !pins.contains(&(d.key, d.len)) && d.len > 0 {
+            pins.push((d.key, d.len));
+        }
+    }
+    let mut tree = PatriciaTree::new(key_kind, DEFAULT_BUDGET, &pins);
+    let mut total = Count::default();
+    let mut non_ip = Count::default();
+    for s in &sums {
+        total.add(s.total_bytes(), s.total_packets());
+        non_ip.add(s.non_ip_bytes, s.non_ip_packets);
+        for e in &s.section(kind).entries {
+            if within(&e.prefix) {
+                tree.add_prefix(e.prefix.key, e.prefix.len, e.bytes, e.packets);
+            }
+        }
+    }
+    let mut aggs: Vec<Prefix> = tree
+        .aggregate(Metric::Either, q.threshold)
+        .into_iter()
+        .filter(|e| e.bytes > 0 || e.packets > 0)
+        .map(|e| e.prefix)
+        .collect();
+    // Nothing folds above the drilled prefix (it is pinned), but should
+    // anything lie outside it, it is the drilled prefix's own.
+    if let Some(d) = q.drill {
+        for a in &mut aggs {
+            if !d.contains(a) {
+                *a = d;
+            }
+        }
+    }
+    let root = q.drill.unwrap_or(Prefix::new(key_kind, 0, 0));
+    if !aggs.contains(&root) {
+        aggs.insert(0, root);
+    }
+    aggs.sort_by_key(|p| (p.key, p.len));
+    aggs.dedup();
+    // Preorder: by key, then shorter first.
+    let index: HashMap<(u128, u8), usize> = aggs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ((p.key, p.len), i))
+        .collect();
+    let mut lengths: Vec<u8> = aggs.iter().map(|p| p.len).collect();
+    lengths.sort_unstable_by(|a, b| b.cmp(a));
+    lengths.dedup();
+    let holder = |p: &Prefix| -> usize {
+        for &len in lengths.iter().filter(|&&l| l <= p.len) {
+            let a = Prefix::new(key_kind, p.key, len);
+            if let Some(&i) = index.get(&(a.key, a.len)) {
+                return i;
+            }
+        }
+        index[&(root.key, root.len)]
+    };
+
+    if aggs.len().saturating_mul(n) > MAX_CELLS {
+        return Err(BadRequest::new(format!(
+            "{} aggregates over {n} buckets are too many to draw (at most {MAX_CELLS} values): raise the threshold or the step",
+            aggs.len()
+        ))
+        .into());
+    }
+    let mut bytes = vec![vec![None::<u64>; n]; aggs.len()];
+    let mut packets = vec![vec![None::<u64>; n]; aggs.len()];
+    let mut covered = vec![false; n];
+    let bucket = |ns: u64| ((ns / NS).saturating_sub(from) / step) as usize;
+    for s in &sums {
+        let b0 = bucket(s.start_ns).min(n - 1);
+        let b1 = bucket(s.end_ns.saturating_sub(1).max(s.start_ns)).min(n - 1);
+        for c in &mut covered[b0..=b1] {
+            *c = true;
+        }
+        for e in &s.section(kind).entries {
+            if !within(&e.prefix) || (e.bytes == 0 && e.packets == 0) {
+                continue;
+            }
+            let i = holder(&e.prefix);
+            let cell = &mut bytes[i][b0];
+            *cell = Some(cell.unwrap_or(0).saturating_add(e.bytes));
+            let cell = &mut packets[i][b0];
+            *cell = Some(cell.unwrap_or(0).saturating_add(e.packets));
+        }
+    }
+    // Aggregates that hold nothing in the range are not shown (the root
+    // of an empty range aside, so that an answer always has one).
+    let mut within_count = Count::default();
+    let mut out: Vec<Aggregate> = Vec::with_capacity(aggs.len());
+    let mut stack: Vec<Prefix> = Vec::new();
+    for (i, p) in aggs.iter().enumerate() {
+        let fill = |v: &mut Vec<Option<u64>>| {
+            for (x, &c) in v.iter_mut().zip(&covered) {
+                if c && x.is_none() {
+                    *x = Some(0);
+                }
+            }
+        };
+        let (mut b, mut k) = (
+            std::mem::take(&mut bytes[i]),
+            std::mem::take(&mut packets[i]),
+        );
+        fill(&mut b);
+        fill(&mut k);
+        let t = Count {
+            bytes: b.iter().flatten().fold(0u64, |a, &x| a.saturating_add(x)),
+            packets: k.iter().flatten().fold(0u64, |a, &x| a.saturating_add(x)),
+        };
+        if t == Count::default() {
+            continue;
+        }
+        while stack.last().is_some_and(|top| !top.contains(p)) {
+            stack.pop();
+        }
+        let depth = stack.len();
+        stack.push(*p);
+        within_count.add(t.bytes, t.packets);
+        out.push(Aggregate {
+            label: p.to_string(),
+            catch_all: p.is_catch_all(),
+            depth,
+            total: t,
+            bytes: b,
+            packets: k,
+        });
+    }
+    if out.is_empty() {
+        out.push(Aggregate {
+            label: root.to_string(),
+            catch_all: root.is_catch_all(),
+            depth: 0,
+            total: Count::default(),
+            bytes: covered.iter().map(|&c| c.then_some(0)).collect(),
+            packets: covered.iter().map(|&c| c.then_some(0)).collect(),
+        });
+    }
+    let aggregates = out;
+    Ok(ViewAnswer {
+        view: q.view,
+        from,
+        to,
+        step,
+        threshold: q.threshold,
+        drill: q.drill.map(|d| d.to_string()),
+        buckets: (0..n as u64).map(|i| from + i * step).collect(),
+        covered,
+        summaries: sums.len(),
+        first,
+        last,
+        total,
+        non_ip,
+        within: within_count,
+        aggregates,
+    })
+}
