@@ -48,7 +48,7 @@ use trace::Codec;
 use crate::args::{BenchCaptureArgs, Payload};
 use crate::netns::Netns;
 use crate::peers::{self, json_u64, must, parse_json, Peer};
-use crate::plot::{ImageKind, LineChart, Series};
+use crate::plot::{Chart, ImageKind, LineChart, Series};
 
 /// How long a capture may take to bind its ring and say it listens.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(15);

@@ -66,7 +66,7 @@ use serde_json::{json, Value};
 use crate::args::BenchIpsecArgs;
 use crate::netperf::{self, Endpoints, Outcome, Side, Test};
 use crate::peers::{self, Peer};
-use crate::plot::{LineChart, Series};
+use crate::plot::{Chart, LineChart, Series};
 use crate::table::{self, Align};
 
 /// The veth ends (inside the namespaces, so the names cannot clash).

@@ -104,51 +104,59 @@ pub struct LineChart<'a> {
 /// The size of every chart.
 const SIZE: (u32, u32) = (1024, 640);
 
-impl LineChart<'_> {
+/// A chart that can be drawn on any plotters backend, and so to a file or
+/// to an SVG string.
+pub trait Chart {
+    /// Its size in pixels.
+    fn size(&self) -> (u32, u32);
+
+    /// Draws it on `root`.
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+    ) -> std::result::Result<(), String>;
+
     /// Draws the chart to `path`, SVG or PNG by its extension; the font
     /// is registered first.
-    pub fn draw_file(&self, path: &Path) -> Result<()> {
+    fn draw_file(&self, path: &Path) -> Result<()> {
         let kind = ImageKind::of(path)?;
         register_font()?;
         let fail = |e: String| Error::output(display_path(path), &std::io::Error::other(e));
         match kind {
             ImageKind::Svg => self
-                .draw_on(SVGBackend::new(path, SIZE).into_drawing_area())
+                .draw_on(SVGBackend::new(path, self.size()).into_drawing_area())
                 .map_err(fail),
             ImageKind::Png => self
-                .draw_on(BitMapBackend::new(path, SIZE).into_drawing_area())
+                .draw_on(BitMapBackend::new(path, self.size()).into_drawing_area())
                 .map_err(fail),
         }
     }
 
     /// The chart as an SVG document (for a page to inline).
-    pub fn to_svg(&self) -> Result<String> {
+    fn to_svg(&self) -> Result<String> {
         register_font()?;
         let mut svg = String::new();
-        self.draw_on(SVGBackend::with_string(&mut svg, SIZE).into_drawing_area())
+        self.draw_on(SVGBackend::with_string(&mut svg, self.size()).into_drawing_area())
             .map_err(|e| Error::input(format!("drawing the chart: {e}")))?;
         Ok(svg)
+    }
+}
+
+impl Chart for LineChart<'_> {
+    fn size(&self) -> (u32, u32) {
+        SIZE
     }
 
     /// Draws the chart on any plotters backend: the plot on the left, the
     /// legend in a column of its own on the right, where it covers no data.
     /// A point whose y is not a number breaks its line there (a gap).
-    pub fn draw_on<DB: DrawingBackend>(
+    fn draw_on<DB: DrawingBackend>(
         &self,
         root: DrawingArea<DB, Shift>,
     ) -> std::result::Result<(), String> {
         let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
-        root.fill(&WHITE).map_err(e)?;
-        let font = TextStyle::from((FONT_FAMILY, LEGEND_FONT).into_font());
-        let widest = self
-            .series
-            .iter()
-            .filter_map(|s| root.estimate_text_size(&s.label, &font).ok())
-            .map(|(w, _)| w)
-            .max()
-            .unwrap_or(0);
-        let legend_w = (widest + 52).clamp(120, SIZE.0 / 3);
-        let (plot, side) = root.split_horizontally(SIZE.0 - legend_w);
+        let labels = self.series.iter().map(|s| s.label.as_str());
+        let (plot, side, font) = with_legend(&root, labels, 52, 3).map_err(e)?;
         let mut chart = ChartBuilder::on(&plot)
             .caption(&self.title, (FONT_FAMILY, 22))
             .margin(12)
@@ -205,9 +213,192 @@ impl LineChart<'_> {
     }
 }
 
+/// Clears `root` and splits it into the plot and, on its right, a column
+/// wide enough for the widest of `labels` plus `pad` pixels (at most
+/// 1/`max_part` of the width), and the legend's font.
+#[allow(clippy::type_complexity)]
+fn with_legend<'l, DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    labels: impl Iterator<Item = &'l str>,
+    pad: u32,
+    max_part: u32,
+) -> std::result::Result<
+    (
+        DrawingArea<DB, Shift>,
+        DrawingArea<DB, Shift>,
+        TextStyle<'static>,
+    ),
+    DrawingAreaErrorKind<DB::ErrorType>,
+> {
+    root.fill(&WHITE)?;
+    let font = TextStyle::from((FONT_FAMILY, LEGEND_FONT).into_font());
+    let widest = labels
+        .filter_map(|l| root.estimate_text_size(l, &font).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(0);
+    let width = root.dim_in_pixel().0;
+    let legend_w = (widest + pad).clamp(120, width / max_part);
+    let (plot, side) = root.split_horizontally(width - legend_w);
+    Ok((plot, side, font))
+}
+
 /// The legend's text size and line spacing, in pixels.
 const LEGEND_FONT: u32 = 15;
 const LEGEND_ROW: i32 = 22;
+
+/// One band of a stacked chart: its legend entry and colour.
+#[derive(Clone, Debug)]
+pub struct Band {
+    pub label: String,
+    pub color: RGBAColor,
+}
+
+/// One panel of a stacked chart: its caption and each band's value per
+/// bucket (NaN where nothing covers the bucket: a gap in every band).
+#[derive(Clone, Debug)]
+pub struct Panel {
+    pub title: String,
+    /// `values[band][bucket]`.
+    pub values: Vec<Vec<f64>>,
+}
+
+/// Stacked areas over time buckets, panels side by side (agurim's bytes
+/// and packets), one legend for all in a column on the right. The first
+/// band is drawn at the bottom.
+pub struct StackedChart<'a> {
+    pub title: String,
+    /// Where each bucket starts, in x units; every bucket is `width` wide.
+    pub starts: Vec<f64>,
+    pub width: f64,
+    pub bands: Vec<Band>,
+    pub panels: Vec<Panel>,
+    pub x_labels: Option<usize>,
+    pub x_label_formatter: Option<LabelFormatter<'a>>,
+}
+
+/// The size of a stacked chart.
+const STACKED_SIZE: (u32, u32) = (1400, 600);
+
+impl Chart for StackedChart<'_> {
+    fn size(&self) -> (u32, u32) {
+        STACKED_SIZE
+    }
+
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+    ) -> std::result::Result<(), String> {
+        let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+        let labels = self.bands.iter().map(|b| b.label.as_str());
+        let (area, side, font) = with_legend(&root, labels, 40, 4).map_err(e)?;
+        let area = area.titled(&self.title, (FONT_FAMILY, 22)).map_err(e)?;
+        let cells = area.split_evenly((1, self.panels.len().max(1)));
+        let x0 = self.starts.first().copied().unwrap_or(0.0);
+        let x1 = self.starts.last().map_or(1.0, |s| s + self.width);
+        for (panel, cell) in self.panels.iter().zip(&cells) {
+            let n = self.starts.len();
+            // The top of each band per bucket, bottom band first.
+            let mut tops = vec![vec![0.0f64; n]; panel.values.len()];
+            let mut base = vec![0.0f64; n];
+            for (band, vals) in panel.values.iter().enumerate() {
+                for b in 0..n {
+                    let v = vals.get(b).copied().unwrap_or(f64::NAN);
+                    if v.is_finite() {
+                        base[b] += v;
+                    } else {
+                        base[b] = f64::NAN;
+                    }
+                    tops[band][b] = base[b];
+                }
+            }
+            let ymax = base
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max);
+            let ymax = if ymax > 0.0 { ymax * 1.05 } else { 1.0 };
+            let mut chart = ChartBuilder::on(cell)
+                .caption(&panel.title, (FONT_FAMILY, 17))
+                .margin(10)
+                .x_label_area_size(36)
+                .y_label_area_size(64)
+                .build_cartesian_2d(x0..x1, 0.0..ymax)
+                .map_err(e)?;
+            let mut mesh = chart.configure_mesh();
+            if let Some(k) = self.x_labels {
+                mesh.x_labels(k);
+            }
+            if let Some(f) = self.x_label_formatter {
+                mesh.x_label_formatter(f);
+            }
+            mesh.y_label_formatter(&|v: &f64| si(*v));
+            mesh.draw().map_err(e)?;
+            for (band, top) in tops.iter().enumerate() {
+                let color = self.bands.get(band).map_or(BLACK.to_rgba(), |b| b.color);
+                let lower = |b: usize| if band == 0 { 0.0 } else { tops[band - 1][b] };
+                // One polygon per run of covered buckets, as steps.
+                let mut b = 0;
+                while b < n {
+                    if !top[b].is_finite() {
+                        b += 1;
+                        continue;
+                    }
+                    let mut end = b;
+                    while end < n && top[end].is_finite() {
+                        end += 1;
+                    }
+                    let mut pts = Vec::with_capacity(4 * (end - b));
+                    for (&x, &y) in self.starts[b..end].iter().zip(&top[b..end]) {
+                        pts.push((x, y));
+                        pts.push((x + self.width, y));
+                    }
+                    for k in (b..end).rev() {
+                        pts.push((self.starts[k] + self.width, lower(k)));
+                        pts.push((self.starts[k], lower(k)));
+                    }
+                    chart
+                        .draw_series(std::iter::once(Polygon::new(pts, color.filled())))
+                        .map_err(e)?;
+                    b = end;
+                }
+            }
+        }
+        // The legend, top band first as in the stack.
+        for (i, band) in self.bands.iter().rev().enumerate() {
+            let y = 64 + i as i32 * LEGEND_ROW;
+            side.draw(&Rectangle::new(
+                [(4, y - 6), (26, y + 6)],
+                band.color.filled(),
+            ))
+            .map_err(e)?;
+            side.draw(&Text::new(
+                band.label.as_str(),
+                (34, y - LEGEND_FONT as i32 / 2 - 1),
+                font.clone(),
+            ))
+            .map_err(e)?;
+        }
+        root.present().map_err(|x| x.to_string())
+    }
+}
+
+/// `12.5k`, `3.20M`: an axis value with an SI prefix.
+pub fn si(v: f64) -> String {
+    let a = v.abs();
+    let (x, p) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let t = format!("{x:.2}");
+    let t = t.trim_end_matches('0').trim_end_matches('.');
+    format!("{t}{p}")
+}
 
 #[cfg(test)]
 mod tests {

@@ -30,7 +30,7 @@ use pipeline::{Error, Report, Result};
 use serde_json::Value;
 
 use crate::args::{BenchWebPaperArgs, WebServer};
-use crate::plot::{LineChart, Series};
+use crate::plot::{Chart, LineChart, Series};
 
 /// A web server running in the namespace, stopped when dropped: SIGTERM to
 /// its master (which stops its workers), then SIGKILL to whatever is left

@@ -1,20 +1,23 @@
-//! `kansoku plot`: summaries drawn as the paper's figures (paper 004,
-//! Figs. 2.2–2.17), from `aguri::top_series`: a time series of the total
-//! traffic and of the top aggregates, with a legend listing each label and
-//! its share. The chart is the bench crate's `LineChart` (SVG or PNG, with
-//! the embedded font); HTML is a self-contained page with the SVG inline, a
-//! table of the aggregates, and each interval's entries to unfold.
+//! `kansoku plot`: summaries drawn over time. By default as agurim draws
+//! them: stacked areas of bits/s and packets/s side by side, one band per
+//! top aggregate and `other` for the rest, from the same re-aggregation as
+//! `kansoku web` (`webview::answer`), so the bands add up to the traffic.
+//! With `--style lines`, as the paper's figures (paper 004, Figs.
+//! 2.2–2.17), from `aguri::top_series`: lines of the total and the top
+//! aggregates. Charts are the bench crate's (SVG or PNG, with the embedded
+//! font); HTML is a self-contained page with the SVG inline, a table of the
+//! aggregates, and each interval's entries to unfold.
 
 use std::fmt::Write as _;
 
 use aguri::summary::format_time;
 use aguri::{top_series, SectionKind, Series, Summary};
-use bench::plot::{self as chart, LineChart};
+use bench::plot::{self as chart, Band, Chart, LineChart, Panel, StackedChart};
 use pipeline::{display_path, read_summaries, Error, Report};
 use plotters::prelude::{RGBColor, BLACK};
 use plotters::style::Color;
 
-use crate::args::{PlotArgs, PlotView};
+use crate::args::{PlotArgs, PlotStyle, PlotView};
 
 pub fn run(args: &PlotArgs) -> pipeline::Result<Report> {
     let mut summaries = read_summaries(&args.inputs)?;
@@ -36,24 +39,193 @@ pub fn run(args: &PlotArgs) -> pipeline::Result<Report> {
         PlotView::Sport => SectionKind::SrcPort,
         PlotView::Dport => SectionKind::DstPort,
     };
-    let (series, unit) =
-        top_series(&mut summaries, kind, args.top).map_err(|e| Error::input(e.to_string()))?;
-    let title = format!("{} ({unit})", kind.name());
     let out = &args.output;
     let ext = out
         .extension()
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase();
+    if args.style == PlotStyle::Stacked {
+        return stacked(args, summaries, kind, &ext);
+    }
+    let (series, unit) =
+        top_series(&mut summaries, kind, args.top).map_err(|e| Error::input(e.to_string()))?;
+    let title = format!("{} ({unit})", kind.name());
     let axis = TimeAxis::of(&series);
     let label = |u: &f64| axis.label(*u);
     let c = line_chart(&series, &axis, title.clone(), &label);
+    let rows: Vec<(String, String)> = series
+        .iter()
+        .map(|s| (s.label.clone(), format!("{:.2}%", s.share)))
+        .collect();
+    write_chart(&c, out, &ext, &rows, &summaries, kind, &title)?;
+    Ok(Report::default())
+}
+
+/// Draws `c` to `out`: SVG or PNG, or an HTML page with `rows` under it.
+fn write_chart(
+    c: &impl Chart,
+    out: &std::path::Path,
+    ext: &str,
+    rows: &[(String, String)],
+    summaries: &[Summary],
+    kind: SectionKind,
+    title: &str,
+) -> pipeline::Result<()> {
     if ext == "html" {
-        let page = html(&c.to_svg()?, &series, &summaries, kind, &title);
-        std::fs::write(out, page).map_err(|e| Error::output(display_path(out), &e))?;
+        let page = html(&c.to_svg()?, rows, summaries, kind, title);
+        std::fs::write(out, page).map_err(|e| Error::output(display_path(out), &e))
     } else {
-        c.draw_file(out)?;
+        c.draw_file(out)
     }
+}
+
+/// The palette of the bands (agurim's colours are flot's defaults; these are
+/// distinct on white and in grey print), `other` in light grey.
+const BAND_COLORS: [RGBColor; 12] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
+    RGBColor(57, 59, 121),
+    RGBColor(99, 121, 57),
+    RGBColor(132, 60, 57),
+];
+
+/// Stacked bits/s and packets/s of the top aggregates and `other`.
+fn stacked(
+    args: &PlotArgs,
+    summaries: Vec<Summary>,
+    kind: SectionKind,
+    ext: &str,
+) -> pipeline::Result<Report> {
+    let view = match kind {
+        SectionKind::SrcAddress => webview::ViewKind::Src,
+        SectionKind::DstAddress => webview::ViewKind::Dst,
+        SectionKind::SrcPort => webview::ViewKind::Sport,
+        SectionKind::DstPort => webview::ViewKind::Dport,
+    };
+    let threshold = summaries
+        .first()
+        .map_or(1.0, |s| s.threshold)
+        .clamp(0.1, 100.0);
+    let src = webview::MemorySource::new(summaries.clone());
+    let cat = webview::DataSource::catalog(&src).map_err(|e| Error::input(e.to_string()))?;
+    let q = webview::Query {
+        view,
+        from: Some(cat.first_ns / 1_000_000_000),
+        to: Some(
+            cat.last_ns
+                .div_ceil(1_000_000_000)
+                .max(cat.first_ns / 1_000_000_000 + 1),
+        ),
+        step: None,
+        threshold,
+        drill: None,
+    };
+    let a = webview::answer(&src, &cat, &q).map_err(|e| match e {
+        webview::view::ViewError::Bad(b) => Error::usage(b.0),
+        webview::view::ViewError::Source(s) => Error::input(s.0),
+    })?;
+    let mut top: Vec<&webview::view::Aggregate> =
+        a.aggregates.iter().filter(|g| !g.catch_all).collect();
+    top.sort_by_key(|g| std::cmp::Reverse((g.total.bytes, g.total.packets)));
+    top.truncate(args.top);
+    let n = a.buckets.len();
+    let step = a.step as f64;
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 * 100.0 / whole as f64
+        }
+    };
+    let mut bands = Vec::new();
+    let mut rows = Vec::new();
+    let (mut bits, mut pps) = (Vec::new(), Vec::new());
+    let series = |v: &[Option<u64>], scale: f64| -> Vec<f64> {
+        v.iter()
+            .map(|x| x.map_or(f64::NAN, |c| c as f64 * scale / step))
+            .collect()
+    };
+    for (i, g) in top.iter().enumerate() {
+        let (b, p) = (
+            share(g.total.bytes, a.within.bytes),
+            share(g.total.packets, a.within.packets),
+        );
+        bands.push(Band {
+            label: format!("{} ({b:.2}% B, {p:.2}% P)", g.label),
+            color: BAND_COLORS[i % BAND_COLORS.len()].to_rgba(),
+        });
+        rows.push((
+            g.label.clone(),
+            format!("{b:.2}% of bytes, {p:.2}% of packets"),
+        ));
+        bits.push(series(&g.bytes, 8.0));
+        pps.push(series(&g.packets, 1.0));
+    }
+    // Everything else, catch-alls included: the bands add up to the traffic.
+    let (mut ob, mut op) = (vec![f64::NAN; n], vec![f64::NAN; n]);
+    let (mut tb, mut tp) = (0u64, 0u64);
+    for g in a
+        .aggregates
+        .iter()
+        .filter(|g| !top.iter().any(|t| t.label == g.label))
+    {
+        for (b, (x, y)) in g.bytes.iter().zip(&g.packets).enumerate() {
+            if let (Some(x), Some(y)) = (x, y) {
+                ob[b] = ob[b].max(0.0) + *x as f64 * 8.0 / step;
+                op[b] = op[b].max(0.0) + *y as f64 / step;
+            }
+        }
+        tb += g.total.bytes;
+        tp += g.total.packets;
+    }
+    for (b, &c) in a.covered.iter().enumerate() {
+        if c {
+            ob[b] = ob[b].max(0.0);
+            op[b] = op[b].max(0.0);
+        }
+    }
+    let (b, p) = (share(tb, a.within.bytes), share(tp, a.within.packets));
+    bands.push(Band {
+        label: format!("other ({b:.2}% B, {p:.2}% P)"),
+        color: RGBColor(190, 190, 190).to_rgba(),
+    });
+    rows.push((
+        "other".into(),
+        format!("{b:.2}% of bytes, {p:.2}% of packets"),
+    ));
+    bits.push(ob);
+    pps.push(op);
+    let times: Vec<f64> = a.buckets.iter().map(|&t| t as f64).collect();
+    let axis = TimeAxis::between(a.from as f64, a.to as f64);
+    let label = |u: &f64| axis.label(*u);
+    let title = format!("{}: {} s buckets", kind.name(), a.step);
+    let c = StackedChart {
+        title: title.clone(),
+        starts: times.iter().map(|&t| axis.u(t)).collect(),
+        width: step / axis.step,
+        bands,
+        panels: vec![
+            Panel {
+                title: "bits/s".into(),
+                values: bits,
+            },
+            Panel {
+                title: "packets/s".into(),
+                values: pps,
+            },
+        ],
+        x_labels: Some(((axis.u(axis.end) - axis.u(axis.start)).ceil() as usize + 1).clamp(2, 8)),
+        x_label_formatter: Some(&label),
+    };
+    write_chart(&c, &args.output, ext, &rows, &summaries, kind, &title)?;
     Ok(Report::default())
 }
 
@@ -81,6 +253,11 @@ impl TimeAxis {
             x0 = x0.min(x);
             x1 = x1.max(x);
         }
+        TimeAxis::between(x0, x1)
+    }
+
+    /// The axis from `x0` to `x1` seconds.
+    fn between(x0: f64, mut x1: f64) -> TimeAxis {
         if x1 <= x0 {
             x1 = x0 + 1.0;
         }
@@ -178,7 +355,7 @@ fn escape(s: &str) -> String {
 
 fn html(
     svg: &str,
-    series: &[Series],
+    rows: &[(String, String)],
     summaries: &[Summary],
     kind: SectionKind,
     title: &str,
@@ -193,12 +370,12 @@ fn html(
          <h2>Top aggregates</h2>\n<table><tr><th>label</th><th>share</th></tr>\n",
         t = escape(title)
     );
-    for s in series {
+    for (label, share) in rows {
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{:.2}%</td></tr>",
-            escape(&s.label),
-            s.share
+            "<tr><td>{}</td><td>{}</td></tr>",
+            escape(label),
+            escape(share)
         );
     }
     h.push_str("</table>\n<h2>Intervals</h2>\n");

@@ -425,6 +425,8 @@ fn plots_list_the_top_aggregates_with_their_shares() {
         "dport",
         "--top",
         "3",
+        "--style",
+        "lines",
         "-o",
         p(&svg),
     ]);
@@ -458,6 +460,35 @@ fn plots_list_the_top_aggregates_with_their_shares() {
             .all(|t| t[3..].parse::<u32>().unwrap() % 5 == 0),
         "{ticks:?}"
     );
+    // The default: stacked bits/s and packets/s side by side, as agurim;
+    // each band's share of bytes and of packets; the rest is `other`.
+    let stacked = dir.path().join("stacked.svg");
+    run_ok(&[
+        "plot",
+        p(&sums),
+        "--view",
+        "dport",
+        "--top",
+        "3",
+        "-o",
+        p(&stacked),
+    ]);
+    let text = std::fs::read_to_string(&stacked).unwrap();
+    assert!(
+        text.contains("bits/s") && text.contains("packets/s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("4:6:80 (") && text.contains("% B, "),
+        "{text}"
+    );
+    assert!(text.contains("other ("), "{text}");
+    assert_eq!(
+        text.matches("<polygon").count() % 4,
+        0,
+        "bands in both panels"
+    );
+    assert!(text.matches("<polygon").count() >= 8, "{text}");
     let src_svg = dir.path().join("src.svg");
     run_ok(&["plot", p(&sums), "--view", "src", "-o", p(&src_svg)]);
     let text = std::fs::read_to_string(&src_svg).unwrap();

@@ -180,6 +180,16 @@ pub struct PlotArgs {
     /// Output file: .svg, .png or .html.
     #[arg(short = 'o', value_name = "OUT")]
     pub output: PathBuf,
+    /// Stacked areas of bits/s and packets/s side by side, as agurim draws them (what no top aggregate holds is
+    /// the `other` band), or lines of the total and the top aggregates in the summaries' metric.
+    #[arg(long, value_enum, default_value_t = PlotStyle::Stacked)]
+    pub style: PlotStyle,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlotStyle {
+    Stacked,
+    Lines,
 }
 
 /// `kansoku web`: summaries in a browser.
