@@ -25,6 +25,8 @@
 #![forbid(unsafe_code)]
 
 mod flows;
+pub mod flows2d;
+pub mod formats;
 pub mod label;
 pub mod merge;
 pub mod profile;
@@ -38,7 +40,7 @@ pub use label::{KeyKind, Prefix};
 pub use merge::{merge_all, MergeError, Merger};
 pub use profile::{
     ConfigError, FlowKey, Profiler, ProfilerConfig, DEFAULT_BUDGET, DEFAULT_FLOW_SLOTS,
-    DEFAULT_THRESHOLD,
+    DEFAULT_PAIRS, DEFAULT_THRESHOLD,
 };
 pub use series::{top_series, Series};
 pub use summary::{parse_summaries, ParseError, Section, SectionKind, Summary};

@@ -41,6 +41,8 @@ pub struct Merger {
     current: Option<(u64, u64, u64)>,
     totals: (u64, u64),
     non_ip: (u64, u64),
+    /// The inputs' 2-D flows as items, while every input has them.
+    items: Option<Vec<crate::flows2d::Item>>,
 }
 
 impl Merger {
@@ -54,6 +56,7 @@ impl Merger {
             current: None,
             totals: (0, 0),
             non_ip: (0, 0),
+            items: Some(Vec::new()),
         }
     }
 
@@ -97,13 +100,20 @@ impl Merger {
                 tree.add_prefix(e.prefix.key, e.prefix.len, e.bytes, e.packets);
             }
         }
+        // The 2-D view is merged when every summary of the period has one
+        // (an empty summary has nothing to add).
+        if s.flows.is_empty() && s.total_packets() > s.non_ip_packets {
+            self.items = None;
+        } else if let Some(items) = self.items.as_mut() {
+            items.extend(s.flows.iter().flat_map(|f| f.items()));
+        }
         Ok(done)
     }
 
     /// The current period's summary, if anything was added.
     pub fn finish(&mut self) -> Option<Summary> {
         let (_, start, end) = self.current.take()?;
-        let s = Summary {
+        let mut s = Summary {
             start_ns: start,
             end_ns: end,
             metric: self.metric,
@@ -111,7 +121,15 @@ impl Merger {
             non_ip_bytes: self.non_ip.0,
             non_ip_packets: self.non_ip.1,
             sections: self.trees.sections(self.metric, self.threshold),
+            flows: Vec::new(),
         };
+        if let Some(items) = self.items.replace(Vec::new()) {
+            let aggs = |i: usize| -> Vec<crate::label::Prefix> {
+                s.sections[i].entries.iter().map(|e| e.prefix).collect()
+            };
+            s.flows =
+                crate::flows2d::aggregate(items, &aggs(0), &aggs(1), self.metric, self.threshold);
+        }
         self.trees.clear();
         self.totals = (0, 0);
         self.non_ip = (0, 0);

@@ -16,6 +16,7 @@ use core::net::IpAddr;
 use wire::{FlowBits, LinkType, Slice};
 
 use crate::flows::{Departed, FlowKeys, FlowTable};
+use crate::flows2d::PairTable;
 use crate::label::{address_key, port_key, KeyKind, V4_MAPPED, V4_MAPPED_LEN};
 use crate::summary::{Section, SectionKind, Summary};
 use crate::tree::{Metric, PatriciaTree, MIN_BUDGET};
@@ -122,6 +123,9 @@ pub struct ProfilerConfig {
     /// Slots of the flow table in front of the trees ([`crate::flows`]);
     /// 0 counts every packet in the trees directly, as aguri does.
     pub flow_slots: usize,
+    /// Entries of the 5-tuple table behind the 2-D view (source ×
+    /// destination with protocols, [`crate::flows2d`]); 0: no 2-D view.
+    pub pairs: usize,
 }
 
 impl Default for ProfilerConfig {
@@ -132,9 +136,14 @@ impl Default for ProfilerConfig {
             threshold: DEFAULT_THRESHOLD,
             metric: Metric::Either,
             flow_slots: DEFAULT_FLOW_SLOTS,
+            pairs: 0,
         }
     }
 }
+
+/// Entries of the 5-tuple table behind the 2-D view by default (about
+/// 80 bytes each: 20 MiB).
+pub const DEFAULT_PAIRS: usize = 256 * 1024;
 
 /// A setting that cannot work.
 #[derive(Clone, Debug, PartialEq)]
@@ -181,6 +190,7 @@ impl ProfilerConfig {
         Ok(Profiler {
             trees: Trees::new(self.budget),
             flows: (self.flow_slots > 0).then(|| FlowTable::new(self.flow_slots)),
+            pairs: (self.pairs > 0).then(|| PairTable::new(self.pairs)),
             departed: Vec::with_capacity(TREE_BATCH + CHUNK),
             bypass: 0,
             window: (0, 0),
@@ -281,6 +291,7 @@ pub struct Profiler {
     /// Packets the table counted, and flows it let go, since the last
     /// judgement on bypassing it.
     window: (usize, usize),
+    pairs: Option<PairTable>,
     pending: Vec<Pending>,
     current: Option<Current>,
     non_ip: (u64, u64),
@@ -440,8 +451,7 @@ impl Profiler {
         }
         self.pending.clear();
         if self.departed.len() >= TREE_BATCH {
-            self.trees.count(&self.departed);
-            self.departed.clear();
+            self.count_departed();
         }
     }
 
@@ -451,7 +461,25 @@ impl Profiler {
         if let Some(table) = self.flows.as_mut() {
             table.drain(&mut self.departed);
         }
+        self.count_departed();
+    }
+
+    /// Counts the departed flows in the trees (and the 2-D view's table).
+    fn count_departed(&mut self) {
         self.trees.count(&self.departed);
+        if let Some(t) = self.pairs.as_mut() {
+            for d in &self.departed {
+                let k = &d.keys;
+                t.add(
+                    k.tree_key(0),
+                    k.tree_key(1),
+                    k.sport,
+                    k.dport,
+                    d.bytes,
+                    d.packets,
+                );
+            }
+        }
         self.departed.clear();
     }
 
@@ -524,7 +552,22 @@ impl Profiler {
             non_ip_bytes: self.non_ip.0,
             non_ip_packets: self.non_ip.1,
             sections: self.trees.sections(self.cfg.metric, self.cfg.threshold),
+            flows: Vec::new(),
         };
+        let mut s = s;
+        if let Some(t) = self.pairs.as_mut() {
+            let aggs = |i: usize| -> Vec<crate::label::Prefix> {
+                s.sections[i].entries.iter().map(|e| e.prefix).collect()
+            };
+            s.flows = crate::flows2d::aggregate(
+                t.items(),
+                &aggs(0),
+                &aggs(1),
+                self.cfg.metric,
+                self.cfg.threshold,
+            );
+            t.clear();
+        }
         self.trees.clear();
         self.non_ip = (0, 0);
         s

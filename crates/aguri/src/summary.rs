@@ -101,6 +101,9 @@ pub struct Summary {
     pub non_ip_packets: u64,
     /// In the order of [`SectionKind::ALL`].
     pub sections: [Section; 4],
+    /// The 2-D view (source × destination, each with its protocols and
+    /// ports), as aguri3 makes it; empty when it was not made.
+    pub flows: Vec<crate::flows2d::Flow>,
 }
 
 impl Summary {
@@ -127,6 +130,7 @@ impl Summary {
             non_ip_bytes: 0,
             non_ip_packets: 0,
             sections: SectionKind::ALL.map(section),
+            flows: Vec::new(),
         }
     }
 
@@ -209,7 +213,7 @@ pub struct EntryJson {
     pub share: f64,
 }
 
-fn share(part: u64, total: u64) -> f64 {
+pub(crate) fn share(part: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
     } else {
@@ -268,12 +272,41 @@ impl fmt::Display for Summary {
                 writeln!(f, "{line}")?;
             }
         }
+        if !self.flows.is_empty() {
+            let (tb, tp) = (self.sections[0].bytes, self.sections[0].packets);
+            writeln!(f)?;
+            writeln!(f, "[{FLOWS}] {tb} {tp}")?;
+            for fl in &self.flows {
+                writeln!(
+                    f,
+                    "{} {}\t{} {} ({:.2}%/{:.2}%)",
+                    fl.src,
+                    fl.dst,
+                    fl.bytes,
+                    fl.packets,
+                    share(fl.bytes, tb),
+                    share(fl.packets, tp)
+                )?;
+                let mut line = String::from("\t");
+                if fl.protos.is_empty() {
+                    line.push('-');
+                }
+                for (i, e) in fl.protos.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { " " };
+                    let _ = write!(line, "{sep}[{}] {} {}", e.spec, e.bytes, e.packets);
+                }
+                writeln!(f, "{line}")?;
+            }
+        }
         Ok(())
     }
 }
 
+/// The name of the 2-D section, after the four.
+pub const FLOWS: &str = "src dst";
+
 /// Each entry's depth (enclosing entries) and its subtree's count.
-fn nesting(entries: &[Entry], metric: Metric) -> (Vec<usize>, Vec<u64>) {
+pub(crate) fn nesting(entries: &[Entry], metric: Metric) -> (Vec<usize>, Vec<u64>) {
     let mut depth = Vec::with_capacity(entries.len());
     let mut sub: Vec<u64> = entries
         .iter()
@@ -369,7 +402,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y.rem_euclid(400);
@@ -396,7 +429,7 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-fn perr(line: usize, column: usize, message: impl Into<String>) -> ParseError {
+pub(crate) fn perr(line: usize, column: usize, message: impl Into<String>) -> ParseError {
     ParseError {
         line,
         column,
@@ -405,7 +438,7 @@ fn perr(line: usize, column: usize, message: impl Into<String>) -> ParseError {
 }
 
 /// The exact time in `... (YYYY/MM/DD HH:MM:SS[.FRACTION])`.
-fn parse_time(text: &str, line: usize, column: usize) -> Result<u64, ParseError> {
+pub(crate) fn parse_time(text: &str, line: usize, column: usize) -> Result<u64, ParseError> {
     let bad = |col: usize| {
         perr(
             line,
@@ -450,7 +483,12 @@ fn parse_time(text: &str, line: usize, column: usize) -> Result<u64, ParseError>
         .ok_or_else(|| bad(at))
 }
 
-fn parse_u64(tok: &str, line: usize, column: usize, what: &str) -> Result<u64, ParseError> {
+pub(crate) fn parse_u64(
+    tok: &str,
+    line: usize,
+    column: usize,
+    what: &str,
+) -> Result<u64, ParseError> {
     if tok.is_empty() || !tok.bytes().all(|b| b.is_ascii_digit()) {
         return Err(perr(
             line,
@@ -471,7 +509,7 @@ fn parse_u64(tok: &str, line: usize, column: usize, what: &str) -> Result<u64, P
 }
 
 /// Whitespace-separated tokens with their 1-based columns.
-fn tokens(line: &str) -> Vec<(usize, &str)> {
+pub(crate) fn tokens(line: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
     let mut start = None;
     for (i, c) in line.char_indices() {
@@ -489,18 +527,21 @@ fn tokens(line: &str) -> Vec<(usize, &str)> {
     out
 }
 
-struct Partial {
-    line: usize,
-    start: Option<u64>,
-    end: Option<u64>,
-    metric: Metric,
-    threshold: f64,
-    non_ip: (u64, u64),
-    sections: Vec<(usize, Section)>,
+pub(crate) struct Partial {
+    pub(crate) line: usize,
+    pub(crate) start: Option<u64>,
+    pub(crate) end: Option<u64>,
+    pub(crate) metric: Metric,
+    pub(crate) threshold: f64,
+    pub(crate) non_ip: (u64, u64),
+    pub(crate) sections: Vec<(usize, Section)>,
+    /// The 2-D section: its line and totals, and its flows.
+    pub(crate) flows: Option<(usize, u64, u64)>,
+    pub(crate) flow_list: Vec<crate::flows2d::Flow>,
 }
 
 impl Partial {
-    fn new(line: usize) -> Partial {
+    pub(crate) fn new(line: usize) -> Partial {
         Partial {
             line,
             start: None,
@@ -509,11 +550,36 @@ impl Partial {
             threshold: crate::profile::DEFAULT_THRESHOLD,
             non_ip: (0, 0),
             sections: Vec::new(),
+            flows: None,
+            flow_list: Vec::new(),
         }
     }
 
+    /// Starts section `kind` on `line`, whose totals are the tokens `b` and
+    /// `k` (each with its column).
+    pub(crate) fn open_section(
+        &mut self,
+        line: usize,
+        kind: SectionKind,
+        (cb, b): (usize, &str),
+        (ck, k): (usize, &str),
+    ) -> Result<(), ParseError> {
+        let bytes = parse_u64(b, line, cb, "byte count")?;
+        let packets = parse_u64(k, line, ck, "packet count")?;
+        self.sections.push((
+            line,
+            Section {
+                kind,
+                bytes,
+                packets,
+                entries: Vec::new(),
+            },
+        ));
+        Ok(())
+    }
+
     /// Checks the summary is whole and consistent. `at` is the line after it.
-    fn finish(self, at: usize) -> Result<Summary, ParseError> {
+    pub(crate) fn finish(self, at: usize) -> Result<Summary, ParseError> {
         let start = self
             .start
             .ok_or_else(|| perr(self.line, 1, "summary has no %%StartTime line"))?;
@@ -582,6 +648,23 @@ impl Partial {
                 ));
             }
         }
+        if let Some((line, b, k)) = self.flows {
+            let (mut fb, mut fp) = (0u64, 0u64);
+            for f in &self.flow_list {
+                fb = fb.saturating_add(f.bytes);
+                fp = fp.saturating_add(f.packets);
+            }
+            if (fb, fp) != (b, k)
+                || (b, k) != (self.sections[0].1.bytes, self.sections[0].1.packets)
+            {
+                return Err(perr(
+                    line,
+                    1,
+                    format!("the flows of [{FLOWS}] add up to {fb} bytes {fp} packets; its header says {b} bytes {k} packets and [src address] {} {} (truncated or corrupted)", self.sections[0].1.bytes, self.sections[0].1.packets),
+                ));
+            }
+        }
+        let flows = self.flow_list;
         let mut it = self.sections.into_iter().map(|(_, s)| s);
         let (Some(a), Some(b), Some(c), Some(d)) = (it.next(), it.next(), it.next(), it.next())
         else {
@@ -595,13 +678,21 @@ impl Partial {
             non_ip_bytes: self.non_ip.0,
             non_ip_packets: self.non_ip.1,
             sections: [a, b, c, d],
+            flows,
         })
     }
 }
 
-/// Reads every summary in `text` (one file's contents).
+/// Reads every summary in `text` (one file's contents), in any of the
+/// formats [`crate::formats`] knows: kansoku's (`%!AGURI-1.0`), aguri2's
+/// `-v` output, or aguri3's flow records (`%!AGURI-2.0`).
 pub fn parse_summaries(text: &str) -> Result<Vec<Summary>, ParseError> {
-    parse_all(text).map_err(|mut e| {
+    let parsed = match crate::formats::detect(text) {
+        crate::formats::Format::Kansoku => parse_all(text),
+        crate::formats::Format::Aguri2 => crate::formats::parse_aguri2(text),
+        crate::formats::Format::Aguri3 => crate::formats::parse_aguri3(text),
+    };
+    parsed.map_err(|mut e| {
         // A file cut in the middle of a line fails on its last line: say so.
         let lines = text.lines().count();
         if !text.is_empty() && !text.ends_with('\n') && e.line >= lines {
@@ -656,6 +747,23 @@ fn parse_all(text: &str) -> Result<Vec<Summary>, ParseError> {
                 ));
             };
             let n = p.sections.len();
+            if name == FLOWS && n == 4 && p.flows.is_none() {
+                let toks = tokens(counts);
+                let (Some(&(cb, b)), Some(&(cp, pk))) = (toks.first(), toks.get(1)) else {
+                    return Err(perr(
+                        line,
+                        FLOWS.len() + 3,
+                        format!("[{FLOWS}] lacks its totals"),
+                    ));
+                };
+                let col0 = FLOWS.len() + 3;
+                p.flows = Some((
+                    line,
+                    parse_u64(b, line, col0 + cb - 1, "byte count")?,
+                    parse_u64(pk, line, col0 + cp - 1, "packet count")?,
+                ));
+                continue;
+            }
             let Some(&kind) = SectionKind::ALL.get(n) else {
                 return Err(perr(line, 2, format!("unexpected section [{name}] (expected 4 sections, then '{MAGIC}' or the end)")));
             };
@@ -675,17 +783,11 @@ fn parse_all(text: &str) -> Result<Vec<Summary>, ParseError> {
                     format!("section [{name}] lacks its totals (expected [{name}] BYTES PACKETS)"),
                 ));
             };
-            let bytes = parse_u64(b, line, col0 + cb - 1, "byte count")?;
-            let packets = parse_u64(pk, line, col0 + cp - 1, "packet count")?;
-            p.sections.push((
-                line,
-                Section {
-                    kind,
-                    bytes,
-                    packets,
-                    entries: Vec::new(),
-                },
-            ));
+            p.open_section(line, kind, (col0 + cb - 1, b), (col0 + cp - 1, pk))?;
+            continue;
+        }
+        if p.flows.is_some() {
+            parse_flow_line(p, l, line)?;
             continue;
         }
         let Some((_, sec)) = p.sections.last_mut() else {
@@ -735,6 +837,67 @@ fn parse_all(text: &str) -> Result<Vec<Summary>, ParseError> {
         }
     }
     Ok(out)
+}
+
+/// A line of the 2-D section: `SRC DST<TAB>BYTES PACKETS (x%/y%)`, or its
+/// protocols, `<TAB>[6:80:*] BYTES PACKETS ...` (`<TAB>-` for none).
+fn parse_flow_line(p: &mut Partial, l: &str, line: usize) -> Result<(), ParseError> {
+    use crate::flows2d::{parse_proto_spec, Flow, ProtoEntry};
+    if let Some(rest) = l.strip_prefix('\t') {
+        let Some(f) = p.flow_list.last_mut() else {
+            return Err(perr(line, 1, "protocols before any flow"));
+        };
+        if rest == "-" {
+            return Ok(());
+        }
+        let toks = tokens(rest);
+        let (mut sb, mut sp) = (0u64, 0u64);
+        for chunk in toks.chunks(3) {
+            let [(cs, spec), (cb, b), (cp, k)] = chunk else {
+                return Err(perr(
+                    line,
+                    2,
+                    "short protocol entry (expected [SPEC] BYTES PACKETS)",
+                ));
+            };
+            let parsed = spec
+                .strip_prefix('[')
+                .and_then(|x| x.strip_suffix(']'))
+                .and_then(parse_proto_spec)
+                .ok_or_else(|| perr(line, cs + 1, format!("bad protocol '{spec}'")))?;
+            let bytes = parse_u64(b, line, cb + 1, "byte count")?;
+            let packets = parse_u64(k, line, cp + 1, "packet count")?;
+            sb = sb.saturating_add(bytes);
+            sp = sp.saturating_add(packets);
+            f.protos.push(ProtoEntry {
+                spec: parsed,
+                bytes,
+                packets,
+            });
+        }
+        if sb > f.bytes || sp > f.packets {
+            return Err(perr(line, 2, "the protocols hold more than their flow"));
+        }
+        return Ok(());
+    }
+    let toks = tokens(l);
+    let (Some(&(cs, src)), Some(&(cd, dst)), Some(&(cb, b)), Some(&(cp, k))) =
+        (toks.first(), toks.get(1), toks.get(2), toks.get(3))
+    else {
+        return Err(perr(line, 1, "short flow (expected SRC DST BYTES PACKETS)"));
+    };
+    let addr = |t: &str, c: usize| {
+        Prefix::parse(KeyKind::Address, t).map_err(|e| perr(line, c + e.offset, e.message))
+    };
+    let flow = Flow {
+        src: addr(src, cs)?,
+        dst: addr(dst, cd)?,
+        bytes: parse_u64(b, line, cb, "byte count")?,
+        packets: parse_u64(k, line, cp, "packet count")?,
+        protos: Vec::new(),
+    };
+    p.flow_list.push(flow);
+    Ok(())
 }
 
 fn parse_header(p: &mut Partial, rest: &str, line: usize) -> Result<(), ParseError> {

@@ -154,7 +154,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     if let (Some(cfg), Some(dir)) = (profile, args.profile.as_deref()) {
         // The summary directory is created after -Z, so that it belongs to
         // the user who writes the summaries into it.
-        let sink = SummarySink::Plain(SummaryWriter::dir(dir, false)?);
+        let sink = SummarySink::Plain(SummaryWriter::dir(dir, pipeline::SummaryFormat::Kansoku)?);
         lanes[0].chain.stages.profile = Some(ProfileStage::new(cfg, sink)?);
     }
     let link_type = lanes[0].ring.link_type();

@@ -127,6 +127,7 @@ fn stacked(
         step: None,
         threshold,
         drill: None,
+        drill_dst: None,
     };
     let a = webview::answer(&src, &cat, &q).map_err(|e| match e {
         webview::view::ViewError::Bad(b) => Error::usage(b.0),

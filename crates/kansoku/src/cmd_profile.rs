@@ -7,10 +7,10 @@ use aguri::{Metric, ProfilerConfig};
 use pipeline::stage::profile::interval_ns;
 use pipeline::{
     read_summaries, Archive, Chain, Control, Discard, Error, ProfileStage, Report, Stages,
-    SummarySink, SummaryWriter, TraceSource,
+    SummaryFormat, SummarySink, SummaryWriter, TraceSource,
 };
 
-use crate::args::{MetricArg, ProfileArgs};
+use crate::args::{MetricArg, ProfileArgs, SummaryFormatArg};
 use crate::progress::Progress;
 use crate::signals;
 
@@ -35,18 +35,29 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         threshold: args.threshold,
         metric,
         flow_slots: args.flow_slots,
+        pairs: if args.two_d || args.format == SummaryFormatArg::Aguri3 {
+            aguri::DEFAULT_PAIRS
+        } else {
+            0
+        },
+    };
+    let format = match (args.json, args.format) {
+        (true, _) => SummaryFormat::Json,
+        (_, SummaryFormatArg::Kansoku) => SummaryFormat::Kansoku,
+        (_, SummaryFormatArg::Aguri2) => SummaryFormat::Aguri2,
+        (_, SummaryFormatArg::Aguri3) => SummaryFormat::Aguri3,
     };
     cfg.validate().map_err(|e| Error::usage(e.to_string()))?;
     let mut sink = match &args.archive {
         Some(dir) => SummarySink::Archive(Box::new(Archive::new(
             dir,
             interval_s,
-            args.json,
+            format,
             args.budget,
             metric,
             args.threshold,
         )?)),
-        None => SummarySink::Plain(SummaryWriter::new(args.write.as_deref(), args.json)?),
+        None => SummarySink::Plain(SummaryWriter::new(args.write.as_deref(), format)?),
     };
     if !args.merge.is_empty() {
         let mut summaries = read_summaries(&args.merge)?;

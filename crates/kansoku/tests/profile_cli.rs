@@ -518,3 +518,99 @@ fn plots_list_the_top_aggregates_with_their_shares() {
     let out = run(&["plot", p(&sums), "-o", p(&dir.path().join("x.gif"))]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Each format written and read back (by `--merge`, by `plot`) keeps the
+/// totals, non-IP frames included; aguri3's keeps the 2-D view, which
+/// hourly archives roll up; a malformed aguri2 or aguri3 file is refused
+/// with FILE:LINE:COLUMN.
+#[test]
+fn every_format_keeps_the_totals_and_the_2d_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let truth = heavy_hitters(&trace, 4_000);
+    let mut files = Vec::new();
+    for format in ["kansoku", "aguri2", "aguri3"] {
+        let out = dir.path().join(format!("{format}.agr"));
+        run_ok(&[
+            "profile",
+            "-r",
+            p(&trace),
+            "-i",
+            "300",
+            "--format",
+            format,
+            "-w",
+            p(&out),
+        ]);
+        let text = std::fs::read_to_string(&out).unwrap();
+        let sums = parse_summaries(&text).unwrap();
+        let (b, k) = sums.iter().fold((0, 0), |a, s| {
+            (a.0 + s.total_bytes(), a.1 + s.total_packets())
+        });
+        assert_eq!((b, k), (truth.bytes, truth.packets), "{format}");
+        if format == "aguri3" {
+            assert!(text.starts_with("\n%!AGURI-2.0\n"), "{text}");
+            assert!(sums.iter().all(|s| !s.flows.is_empty()));
+            // The heavy UDP host's flows carry its port.
+            assert!(text.contains("[17:5000:"), "{text}");
+        }
+        // Re-aggregated from this format into one summary: the same totals.
+        let out = run_ok(&[
+            "profile",
+            "--merge",
+            p(&dir.path().join(format!("{format}.agr"))),
+        ]);
+        let merged = parse_summaries(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        assert_eq!(
+            (merged[0].total_bytes(), merged[0].total_packets()),
+            (truth.bytes, truth.packets),
+            "{format} merged"
+        );
+        assert_eq!(merged[0].flows.is_empty(), format != "aguri3", "{format}");
+        files.push(dir.path().join(format!("{format}.agr")));
+    }
+    // kansoku's own with --2d keeps the flows exactly, and the archive
+    // rolls them up into the hour.
+    let arch = dir.path().join("arch");
+    run_ok(&["profile", "-r", p(&trace), "--2d", "--archive", p(&arch)]);
+    let hourly: Vec<Summary> = std::fs::read_dir(arch.join("hourly"))
+        .unwrap()
+        .flat_map(|f| {
+            parse_summaries(&std::fs::read_to_string(f.unwrap().path()).unwrap()).unwrap()
+        })
+        .collect();
+    assert!(!hourly.is_empty());
+    for s in &hourly {
+        let fl = s
+            .flows
+            .iter()
+            .fold((0, 0), |a, f| (a.0 + f.bytes, a.1 + f.packets));
+        assert_eq!(fl, (s.sections[0].bytes, s.sections[0].packets));
+    }
+    // Plots read every format.
+    for f in &files {
+        run_ok(&["plot", p(f), "-o", p(&dir.path().join("x.svg"))]);
+    }
+    // Malformed aguri files: FILE:LINE:COLUMN, exit 2.
+    let a3 = std::fs::read_to_string(&files[2]).unwrap();
+    let line = a3.lines().position(|l| l.starts_with("[ 1]")).unwrap() + 1;
+    let bad = dir.path().join("bad3.agr");
+    std::fs::write(&bad, a3.replacen("[ 1] ", "[ 1] 300.1.2.3/8 ", 1)).unwrap();
+    let out = run(&["profile", "--merge", p(&bad)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("bad3.agr:{line}:")), "{err}");
+    let a2 = std::fs::read_to_string(&files[1]).unwrap();
+    let bad = dir.path().join("bad2.agr");
+    std::fs::write(
+        &bad,
+        a2.replacen("[ip:proto:srcport]", "[ip:proto:sport]", 1),
+    )
+    .unwrap();
+    let out = run(&["profile", "--merge", p(&bad)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad2.agr:"));
+    // aguri3 without the 2-D view is refused up front... by implying it.
+    let out = run_ok(&["profile", "-r", p(&trace), "--format", "aguri3"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("%!AGURI-2.0"));
+}

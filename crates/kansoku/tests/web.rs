@@ -27,6 +27,7 @@ fn summaries() -> Vec<Summary> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(18);
     let mut p = ProfilerConfig {
         interval_ns: FIVE_MIN,
+        pairs: aguri::DEFAULT_PAIRS,
         ..Default::default()
     }
     .build()
@@ -297,6 +298,56 @@ fn the_view_adds_up_exactly_drills_down_exactly_and_sees_new_files() {
             }
         }
     }
+    // Source × destination: the flows add up to the IP traffic, and a
+    // drill-down into a flow gives what the flows within it held.
+    let ip = (
+        bytes - sums.iter().map(|s| s.non_ip_bytes).sum::<u64>(),
+        packets - sums.iter().map(|s| s.non_ip_packets).sum::<u64>(),
+    );
+    let q = format!("/api/v1/view?view=srcdst&from={from}&to={to}&step=900");
+    let d = get_json(srv.addr, &q);
+    assert_eq!((u(&d["within"]["bytes"]), u(&d["within"]["packets"])), ip);
+    assert!(d["note"].is_null(), "{}", d["note"]);
+    let flows = d["aggregates"].as_array().unwrap();
+    assert!(flows.len() >= 4, "{flows:?}");
+    let pair = |a: &Value| -> (String, String) {
+        let l = a["label"].as_str().unwrap();
+        let (s, t) = l.split_once(' ').unwrap();
+        (s.to_string(), t.to_string())
+    };
+    let mut drilled = 0;
+    for f in flows.iter().filter(|f| !f["catch_all"].as_bool().unwrap()) {
+        let (s, t) = pair(f);
+        let inside = flows
+            .iter()
+            .filter(|g| {
+                let (gs, gt) = pair(g);
+                address_contains(&s, &gs) && address_contains(&t, &gt)
+            })
+            .fold((0, 0), |a, g| {
+                (
+                    a.0 + u(&g["total"]["bytes"]),
+                    a.1 + u(&g["total"]["packets"]),
+                )
+            });
+        let enc = format!("{s} {t}")
+            .replace('/', "%2F")
+            .replace(':', "%3A")
+            .replace(' ', "+");
+        let dd = get_json(srv.addr, &format!("{q}&drill={enc}"));
+        let within = (u(&dd["within"]["bytes"]), u(&dd["within"]["packets"]));
+        assert_eq!(within, inside, "drill into {s} {t}");
+        for g in dd["aggregates"].as_array().unwrap() {
+            let (gs, gt) = pair(g);
+            assert!(
+                address_contains(&s, &gs) && address_contains(&t, &gt),
+                "{gs} {gt} in {s} {t}"
+            );
+        }
+        drilled += 1;
+    }
+    assert!(drilled >= 3);
+
     // The heavy sources are there, at 1%, and ICMP echo as its port.
     let labels = |view: &str| -> Vec<String> {
         let d = get_json(

@@ -39,7 +39,9 @@ pub use ipsec_run::{load_sa, Direction, IpsecCounts, IpsecRun};
 pub use packet::Frame;
 pub use report::{Drops, Report, Truncated};
 pub use run::{run, Consumer, Control, Flow, Progress, Source};
-pub use sink::summary::{read_summaries, summary_files, Archive, SummarySink, SummaryWriter};
+pub use sink::summary::{
+    read_summaries, summary_files, Archive, SummaryFormat, SummarySink, SummaryWriter,
+};
 pub use sink::trace::{CompressThreads, SinkSummary, TraceSettings, TraceSink};
 pub use sink::{Discard, PacketSink};
 pub use source::headers::{HeaderSource, Headers};

@@ -118,7 +118,8 @@ function describe(d) {
   const steps = d.buckets.length;
   return d.summaries + " summaries, " + fmtFull(d.from) + " – " + fmtFull(d.to) + ", " + steps +
     " buckets of " + d.step + " s, threshold " + d.threshold + "%; " + group(d.total.bytes) + " bytes, " +
-    group(d.total.packets) + " packets in all (" + group(d.non_ip.packets) + " non-IP)";
+    group(d.total.packets) + " packets in all (" + group(d.non_ip.packets) + " non-IP)" +
+    (d.note ? ". " + d.note : "");
 }
 
 // Colors by rank of bytes; catch-alls are "other", always grey.
@@ -193,7 +194,8 @@ function drawChart(svg, d, key, palette) {
   const withDate = span > 86400 || tstep >= 86400;
   for (let t = Math.ceil(d.from / tstep) * tstep; t <= d.to; t += tstep) {
     el("line", { x1: x(t), x2: x(t), y1: m.t, y2: m.t + ph, class: "grid" }, svg);
-    const tx = el("text", { x: x(t), y: H - 8, "text-anchor": "middle" }, svg);
+    const anchor = x(t) > m.l + pw - 24 ? "end" : (x(t) < m.l + 24 ? "start" : "middle");
+    const tx = el("text", { x: x(t), y: H - 8, "text-anchor": anchor }, svg);
     tx.textContent = tstep >= 86400 ? fmtTime(t, true).split(" ")[0] : fmtTime(t, withDate);
   }
   el("line", { x1: m.l, x2: m.l + pw, y1: m.t + ph, y2: m.t + ph, class: "axis" }, svg);
@@ -315,7 +317,6 @@ function renderTable(d, palette) {
       link.onclick = (ev) => { ev.preventDefault(); drill(a.label); };
       name.appendChild(link);
     }
-    name.style.paddingLeft = (0.7 + a.depth * 0.8) + "em";
     cell(tr, group(a.total.bytes));
     cell(tr, pct(a.total.bytes, d.within.bytes));
     cell(tr, group(a.total.packets));

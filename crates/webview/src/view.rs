@@ -42,14 +42,17 @@ pub enum ViewKind {
     Dst,
     Sport,
     Dport,
+    /// Source × destination (the summaries' 2-D view).
+    Srcdst,
 }
 
 impl ViewKind {
-    pub const ALL: [ViewKind; 4] = [
+    pub const ALL: [ViewKind; 5] = [
         ViewKind::Src,
         ViewKind::Dst,
         ViewKind::Sport,
         ViewKind::Dport,
+        ViewKind::Srcdst,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,15 +61,18 @@ impl ViewKind {
             ViewKind::Dst => "dst",
             ViewKind::Sport => "sport",
             ViewKind::Dport => "dport",
+            ViewKind::Srcdst => "srcdst",
         }
     }
 
-    fn section(self) -> SectionKind {
+    /// The 1-D section it draws (none for source × destination).
+    fn section(self) -> Option<SectionKind> {
         match self {
-            ViewKind::Src => SectionKind::SrcAddress,
-            ViewKind::Dst => SectionKind::DstAddress,
-            ViewKind::Sport => SectionKind::SrcPort,
-            ViewKind::Dport => SectionKind::DstPort,
+            ViewKind::Src => Some(SectionKind::SrcAddress),
+            ViewKind::Dst => Some(SectionKind::DstAddress),
+            ViewKind::Sport => Some(SectionKind::SrcPort),
+            ViewKind::Dport => Some(SectionKind::DstPort),
+            ViewKind::Srcdst => None,
         }
     }
 }
@@ -82,7 +88,10 @@ pub struct Query {
     pub step: Option<u64>,
     /// Percent, in [0.1, 100].
     pub threshold: f64,
+    /// The drilled-into aggregate (its source, for source × destination).
     pub drill: Option<Prefix>,
+    /// The drilled-into destination, for source × destination.
+    pub drill_dst: Option<Prefix>,
 }
 
 impl Query {
@@ -94,7 +103,7 @@ impl Query {
             Some(v) => *ViewKind::ALL
                 .iter()
                 .find(|k| k.name() == v)
-                .ok_or_else(|| BadRequest::new("view: one of src, dst, sport, dport"))?,
+                .ok_or_else(|| BadRequest::new("view: one of src, dst, sport, dport, srcdst"))?,
         };
         let time = |name: &str| -> Result<Option<u64>, BadRequest> {
             match p.get(name)? {
@@ -140,13 +149,25 @@ impl Query {
                 t
             }
         };
-        let drill = match p.get("drill")? {
-            None | Some("") => None,
-            Some(v) => {
-                let kind = view.section().key_kind();
-                Some(Prefix::parse(kind, v).map_err(|e| {
+        let (drill, drill_dst) = match (p.get("drill")?, view.section()) {
+            (None | Some(""), _) => (None, None),
+            (Some(v), Some(section)) => {
+                let kind = section.key_kind();
+                let d = Prefix::parse(kind, v).map_err(|e| {
                     BadRequest::new(format!("drill: not a {} label: {e}", kind_name(kind)))
-                })?)
+                })?;
+                (Some(d), None)
+            }
+            (Some(v), None) => {
+                let pair = v.split_once(' ').and_then(|(a, b)| {
+                    let a = Prefix::parse(KeyKind::Address, a).ok()?;
+                    let b = Prefix::parse(KeyKind::Address, b).ok()?;
+                    Some((a, b))
+                });
+                let (a, b) = pair.ok_or_else(|| {
+                    BadRequest::new("drill: SRC DST, two prefixes (10.1.0.0/16 192.0.2.0/24)")
+                })?;
+                (Some(a), Some(b))
             }
         };
         Ok(Query {
@@ -156,6 +177,7 @@ impl Query {
             step,
             threshold,
             drill,
+            drill_dst,
         })
     }
 }
@@ -224,6 +246,8 @@ pub struct ViewAnswer {
     /// In preorder; each entry counted once, under the most specific
     /// aggregate that holds it.
     pub aggregates: Vec<Aggregate>,
+    /// What the answer lacks, if anything (summaries without a 2-D view).
+    pub note: Option<String>,
 }
 
 /// Why a view could not be made.
@@ -282,7 +306,9 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
     }
     let n = n as usize;
     let sums = src.summaries(&[], from * NS, to * NS, step * NS)?;
-    let kind = q.view.section();
+    let Some(kind) = q.view.section() else {
+        return answer_2d(q, &sums, (from, to, step, n), (first, last));
+    };
     let key_kind = kind.key_kind();
     let within = |p: &Prefix| q.drill.is_none_or(|d| d.contains(p));
 
@@ -382,23 +408,11 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
     let mut out: Vec<Aggregate> = Vec::with_capacity(aggs.len());
     let mut stack: Vec<Prefix> = Vec::new();
     for (i, p) in aggs.iter().enumerate() {
-        let fill = |v: &mut Vec<Option<u64>>| {
-            for (x, &c) in v.iter_mut().zip(&covered) {
-                if c && x.is_none() {
-                    *x = Some(0);
-                }
-            }
-        };
-        let (mut b, mut k) = (
+        let (b, k, t) = series(
             std::mem::take(&mut bytes[i]),
             std::mem::take(&mut packets[i]),
+            &covered,
         );
-        fill(&mut b);
-        fill(&mut k);
-        let t = Count {
-            bytes: b.iter().flatten().fold(0u64, |a, &x| a.saturating_add(x)),
-            packets: k.iter().flatten().fold(0u64, |a, &x| a.saturating_add(x)),
-        };
         if t == Count::default() {
             continue;
         }
@@ -444,5 +458,174 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
         non_ip,
         within: within_count,
         aggregates,
+        note: None,
+    })
+}
+
+/// An aggregate's per-bucket counts with 0 in covered buckets that had
+/// none, and their sums.
+fn series(
+    mut bytes: Vec<Option<u64>>,
+    mut packets: Vec<Option<u64>>,
+    covered: &[bool],
+) -> (Vec<Option<u64>>, Vec<Option<u64>>, Count) {
+    for v in [&mut bytes, &mut packets] {
+        for (x, &c) in v.iter_mut().zip(covered) {
+            if c && x.is_none() {
+                *x = Some(0);
+            }
+        }
+    }
+    let sum = |v: &[Option<u64>]| v.iter().flatten().fold(0u64, |a, &x| a.saturating_add(x));
+    let t = Count {
+        bytes: sum(&bytes),
+        packets: sum(&packets),
+    };
+    (bytes, packets, t)
+}
+
+/// Source × destination: the flows of the summaries' 2-D views in the
+/// range, re-aggregated as aguri3 does ([`aguri::flows2d::TwoD`]) over the
+/// range's source and destination aggregates. A drill-down into `S D`
+/// takes the traffic the top view counted in flows within `S × D` and
+/// aggregates it again, nothing folding above `S` and `D`: its flows add
+/// up to those flows.
+fn answer_2d(
+    q: &Query,
+    sums: &[std::sync::Arc<aguri::Summary>],
+    (from, to, step, n): (u64, u64, u64, usize),
+    (first, last): (u64, u64),
+) -> Result<ViewAnswer, ViewError> {
+    use aguri::flows2d::{Item, TwoD};
+    let mut total = Count::default();
+    let mut non_ip = Count::default();
+    let mut covered = vec![false; n];
+    let mut items: Vec<(usize, Item)> = Vec::new();
+    let mut without = 0usize;
+    let bucket = |ns: u64| ((ns / NS).saturating_sub(from) / step) as usize;
+    for s in sums {
+        total.add(s.total_bytes(), s.total_packets());
+        non_ip.add(s.non_ip_bytes, s.non_ip_packets);
+        let b0 = bucket(s.start_ns).min(n - 1);
+        let b1 = bucket(s.end_ns.saturating_sub(1).max(s.start_ns)).min(n - 1);
+        for c in &mut covered[b0..=b1] {
+            *c = true;
+        }
+        if s.flows.is_empty() && s.sections[0].packets > 0 {
+            without += 1;
+        }
+        for f in &s.flows {
+            items.extend(f.items().map(|it| (b0, it)));
+        }
+    }
+    // The 1-D aggregates of the items' sources and destinations.
+    let aggs = |items: &[(usize, Item)], dst: bool, pin: Option<Prefix>| -> Vec<Prefix> {
+        let mut pins = vec![(V4_MAPPED, V4_MAPPED_LEN)];
+        pins.extend(pin.map(|p| (p.key, p.len)));
+        let mut t = PatriciaTree::new(KeyKind::Address, DEFAULT_BUDGET, &pins);
+        for (_, it) in items {
+            let p = if dst { it.dst } else { it.src };
+            t.add_prefix(p.key, p.len, it.bytes, it.packets);
+        }
+        t.aggregate(Metric::Either, q.threshold)
+            .into_iter()
+            .filter(|e| e.bytes > 0 || e.packets > 0)
+            .map(|e| e.prefix)
+            .collect()
+    };
+    let build = |items: &[(usize, Item)], roots: &[Prefix]| {
+        let pin = |i: usize| roots.get(i).copied();
+        TwoD::build(
+            items.iter().map(|x| x.1),
+            &aggs(items, false, pin(0)),
+            &aggs(items, true, pin(1)),
+            roots,
+            Metric::Either,
+            q.threshold,
+        )
+    };
+    let top = build(&items, &[]);
+    let (view, items) = match (q.drill, q.drill_dst) {
+        (Some(s), Some(d)) => {
+            let kept: Vec<(usize, Item)> = items
+                .into_iter()
+                .filter(|(_, it)| {
+                    top.flow_of(it).is_some_and(|i| {
+                        s.contains(&top.flows[i].src) && d.contains(&top.flows[i].dst)
+                    })
+                })
+                .collect();
+            (build(&kept, &[s, d]), kept)
+        }
+        _ => (top, items),
+    };
+    let m = view.flows.len();
+    if m.saturating_mul(n) > MAX_CELLS {
+        return Err(BadRequest::new(format!(
+            "{m} flows over {n} buckets are too many to draw (at most {MAX_CELLS} values): raise the threshold or the step"
+        ))
+        .into());
+    }
+    let mut bytes = vec![vec![None::<u64>; n]; m];
+    let mut packets = vec![vec![None::<u64>; n]; m];
+    for (b, it) in &items {
+        if let Some(i) = view.flow_of(it) {
+            let cell = &mut bytes[i][*b];
+            *cell = Some(cell.unwrap_or(0).saturating_add(it.bytes));
+            let cell = &mut packets[i][*b];
+            *cell = Some(cell.unwrap_or(0).saturating_add(it.packets));
+        }
+    }
+    let mut within = Count::default();
+    let mut aggregates = Vec::with_capacity(m);
+    for (i, f) in view.flows.iter().enumerate() {
+        let (b, k, t) = series(
+            std::mem::take(&mut bytes[i]),
+            std::mem::take(&mut packets[i]),
+            &covered,
+        );
+        if t == Count::default() {
+            continue;
+        }
+        within.add(t.bytes, t.packets);
+        let depth = view
+            .flows
+            .iter()
+            .filter(|g| *g != f && g.src.contains(&f.src) && g.dst.contains(&f.dst))
+            .count();
+        aggregates.push(Aggregate {
+            label: format!("{} {}", f.src, f.dst),
+            catch_all: f.src.is_catch_all() && f.dst.is_catch_all(),
+            depth,
+            total: t,
+            bytes: b,
+            packets: k,
+        });
+    }
+    Ok(ViewAnswer {
+        view: q.view,
+        from,
+        to,
+        step,
+        threshold: q.threshold,
+        drill: match (q.drill, q.drill_dst) {
+            (Some(s), Some(d)) => Some(format!("{s} {d}")),
+            _ => None,
+        },
+        buckets: (0..n as u64).map(|i| from + i * step).collect(),
+        covered,
+        summaries: sums.len(),
+        first,
+        last,
+        total,
+        non_ip,
+        within,
+        aggregates,
+        note: (without > 0).then(|| {
+            format!(
+                "{without} of the {} summaries have no 2-D view (profile with --2d)",
+                sums.len()
+            )
+        }),
     })
 }

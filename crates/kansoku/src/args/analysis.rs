@@ -161,8 +161,23 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["write", "merge"])]
     pub archive: Option<PathBuf>,
     /// Print or write JSON instead of aguri's text format.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Also make the 2-D view, source × destination with each pair's protocols and ports, as aguri3 does (a
+    /// table of up to 262,144 5-tuples an interval, 20 MiB; when full, detail goes first, never counts).
+    #[arg(long = "2d")]
+    pub two_d: bool,
+    /// Write kansoku's format (both counts, exact), aguri2's `-v` output, or aguri3's flow records, which agurim
+    /// reads (implies --2d).
+    #[arg(long, value_enum, default_value_t = SummaryFormatArg::Kansoku)]
+    pub format: SummaryFormatArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SummaryFormatArg {
+    Kansoku,
+    Aguri2,
+    Aguri3,
 }
 
 /// `kansoku plot`: draw summaries as the paper's figures.

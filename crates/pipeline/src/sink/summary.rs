@@ -24,17 +24,30 @@ enum Out {
     Dir(PathBuf),
 }
 
-/// Writes summaries as aguri text or JSON lines.
+/// How summaries are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SummaryFormat {
+    /// kansoku's text (`%!AGURI-1.0`): both counts, exact, the 2-D view too.
+    Kansoku,
+    /// One JSON object a line.
+    Json,
+    /// aguri2's `-v` output (the four 1-D sections with both counts).
+    Aguri2,
+    /// aguri3's flow records, which agurim reads (needs the 2-D view).
+    Aguri3,
+}
+
+/// Writes summaries as aguri text, JSON lines, or the aguri tools' formats.
 pub struct SummaryWriter {
     out: Out,
-    json: bool,
+    format: SummaryFormat,
     written: u64,
 }
 
 impl SummaryWriter {
     /// `None` or `-`: standard output; a path ending in `/` or an existing
     /// directory: one file per summary in it (created if need be); else one file.
-    pub fn new(target: Option<&Path>, json: bool) -> Result<SummaryWriter> {
+    pub fn new(target: Option<&Path>, format: SummaryFormat) -> Result<SummaryWriter> {
         let out = match target {
             None => Out::Stdout(io::stdout()),
             Some(p) if p.as_os_str() == "-" => Out::Stdout(io::stdout()),
@@ -49,25 +62,30 @@ impl SummaryWriter {
         };
         Ok(SummaryWriter {
             out,
-            json,
+            format,
             written: 0,
         })
     }
 
     /// A directory of one file per summary.
-    pub fn dir(dir: &Path, json: bool) -> Result<SummaryWriter> {
+    pub fn dir(dir: &Path, format: SummaryFormat) -> Result<SummaryWriter> {
         // A trailing separator makes DIR a directory, as `-w DIR/`.
-        SummaryWriter::new(Some(&dir.join("")), json)
+        SummaryWriter::new(Some(&dir.join("")), format)
     }
 
     fn text(&self, s: &Summary) -> Result<String> {
-        if self.json {
-            let mut t =
-                serde_json::to_string(&s.json()).map_err(|e| Error::input(e.to_string()))?;
-            t.push('\n');
-            Ok(t)
-        } else {
-            Ok(s.to_string())
+        match self.format {
+            SummaryFormat::Json => {
+                let mut t =
+                    serde_json::to_string(&s.json()).map_err(|e| Error::input(e.to_string()))?;
+                t.push('\n');
+                Ok(t)
+            }
+            SummaryFormat::Kansoku => Ok(s.to_string()),
+            SummaryFormat::Aguri2 => Ok(aguri::formats::write_aguri2(s)),
+            SummaryFormat::Aguri3 => aguri::formats::write_aguri3(s).ok_or_else(|| {
+                Error::usage("aguri3's format holds the 2-D view: profile with --2d")
+            }),
         }
     }
 
@@ -79,7 +97,11 @@ impl SummaryWriter {
                 .map_err(|e| Error::output("standard output", &e))?,
             Out::File(f, p) => f.write_all(text.as_bytes()).map_err(|e| out_error(p, &e))?,
             Out::Dir(d) => {
-                let ext = if self.json { "json" } else { "agr" };
+                let ext = if self.format == SummaryFormat::Json {
+                    "json"
+                } else {
+                    "agr"
+                };
                 // Written under a hidden name, then renamed: a reader
                 // (`kansoku web`, a cron job) never sees half a summary.
                 let name = format!("{}.{ext}", file_stamp(s.start_ns));
@@ -126,7 +148,7 @@ impl Archive {
     pub fn new(
         dir: &Path,
         interval_s: u64,
-        json: bool,
+        format: SummaryFormat,
         budget: usize,
         metric: Metric,
         threshold: f64,
@@ -136,7 +158,7 @@ impl Archive {
         } else {
             format!("{interval_s}s")
         };
-        let sub = |n: &str| SummaryWriter::dir(&dir.join(n), json);
+        let sub = |n: &str| SummaryWriter::dir(&dir.join(n), format);
         Ok(Archive {
             base: sub(&name)?,
             hourly: sub("hourly")?,

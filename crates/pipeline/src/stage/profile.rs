@@ -180,7 +180,8 @@ mod tests {
             interval_ns: 10 * S,
             ..ProfilerConfig::default()
         };
-        let sink = SummarySink::Plain(SummaryWriter::dir(dir, false).unwrap());
+        let sink =
+            SummarySink::Plain(SummaryWriter::dir(dir, crate::SummaryFormat::Kansoku).unwrap());
         ProfileStage::new(cfg, sink).unwrap()
     }
 
