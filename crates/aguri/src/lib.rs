@@ -37,7 +37,7 @@ pub mod summary;
 pub mod tree;
 
 pub use label::{KeyKind, Prefix};
-pub use merge::{merge_all, MergeError, Merger};
+pub use merge::{merge_all, merge_with, MergeError, Merger};
 pub use profile::{
     ConfigError, FlowKey, Profiler, ProfilerConfig, DEFAULT_BUDGET, DEFAULT_FLOW_SLOTS,
     DEFAULT_PAIRS, DEFAULT_THRESHOLD,

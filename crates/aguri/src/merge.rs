@@ -43,6 +43,7 @@ pub struct Merger {
     non_ip: (u64, u64),
     /// The inputs' 2-D flows as items, while every input has them.
     items: Option<Vec<crate::flows2d::Item>>,
+    coarsen: bool,
 }
 
 impl Merger {
@@ -57,7 +58,14 @@ impl Merger {
             totals: (0, 0),
             non_ip: (0, 0),
             items: Some(Vec::new()),
+            coarsen: false,
         }
+    }
+
+    /// With aguri2's coarsening ([`crate::PatriciaTree::aggregate_with`]).
+    pub fn coarsen(mut self, on: bool) -> Merger {
+        self.coarsen = on;
+        self
     }
 
     fn period(&self, ns: u64) -> u64 {
@@ -120,7 +128,9 @@ impl Merger {
             threshold: self.threshold,
             non_ip_bytes: self.non_ip.0,
             non_ip_packets: self.non_ip.1,
-            sections: self.trees.sections(self.metric, self.threshold),
+            sections: self
+                .trees
+                .sections(self.metric, self.threshold, self.coarsen),
             flows: Vec::new(),
         };
         if let Some(items) = self.items.replace(Vec::new()) {
@@ -145,8 +155,15 @@ pub fn merge_all(
     metric: Metric,
     threshold: f64,
 ) -> Result<Vec<Summary>, MergeError> {
+    merge_with(
+        summaries,
+        Merger::new(interval_ns, budget, metric, threshold),
+    )
+}
+
+/// [`merge_all`] with a merger of one's own settings.
+pub fn merge_with(summaries: &mut [Summary], mut m: Merger) -> Result<Vec<Summary>, MergeError> {
     summaries.sort_by_key(|s| (s.start_ns, s.end_ns));
-    let mut m = Merger::new(interval_ns, budget, metric, threshold);
     let mut out = Vec::new();
     for s in summaries.iter() {
         out.extend(m.add(s)?);

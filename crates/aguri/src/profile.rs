@@ -126,6 +126,9 @@ pub struct ProfilerConfig {
     /// Entries of the 5-tuple table behind the 2-D view (source ×
     /// destination with protocols, [`crate::flows2d`]); 0: no 2-D view.
     pub pairs: usize,
+    /// aguri2's coarsening ([`PatriciaTree::aggregate_with`]): thresholds
+    /// scaled by prefix length, similar siblings merged.
+    pub coarsen: bool,
 }
 
 impl Default for ProfilerConfig {
@@ -137,6 +140,7 @@ impl Default for ProfilerConfig {
             metric: Metric::Either,
             flow_slots: DEFAULT_FLOW_SLOTS,
             pairs: 0,
+            coarsen: false,
         }
     }
 }
@@ -234,14 +238,14 @@ impl Trees {
         }
     }
 
-    pub(crate) fn sections(&self, metric: Metric, threshold: f64) -> [Section; 4] {
+    pub(crate) fn sections(&self, metric: Metric, threshold: f64, coarsen: bool) -> [Section; 4] {
         let sec = |i: usize, kind| {
             let t = &self.t[i];
             Section {
                 kind,
                 bytes: t.total_bytes(),
                 packets: t.total_packets(),
-                entries: t.aggregate(metric, threshold),
+                entries: t.aggregate_with(metric, threshold, coarsen),
             }
         };
         [
@@ -551,7 +555,9 @@ impl Profiler {
             threshold: self.cfg.threshold,
             non_ip_bytes: self.non_ip.0,
             non_ip_packets: self.non_ip.1,
-            sections: self.trees.sections(self.cfg.metric, self.cfg.threshold),
+            sections: self
+                .trees
+                .sections(self.cfg.metric, self.cfg.threshold, self.cfg.coarsen),
             flows: Vec::new(),
         };
         let mut s = s;

@@ -695,6 +695,19 @@ impl PatriciaTree {
     /// summaries such remainders add up. There are fewer such branch points
     /// than reported entries, so the output at most doubles.
     pub fn aggregate(&self, metric: Metric, threshold: f64) -> Vec<Entry> {
+        self.aggregate_with(metric, threshold, false)
+    }
+
+    /// [`aggregate`](Self::aggregate), with aguri2's coarsening when
+    /// `coarsen` is set: the threshold is scaled by the node's prefix length
+    /// (multiplied by 2^`scale`, aguri2's tables: an IPv4 /8 needs 8 times
+    /// the threshold, a /16 4 times, a /24 once, a /1 64 times), so that
+    /// fewer entries of lengths operators seldom use are reported; and two
+    /// children of the same length with similar byte counts (within 1/16 of
+    /// their sum), or a child similar to a parent that already holds its
+    /// sibling, are merged into the parent, which keeps thresholds from
+    /// splitting even traffic into halves. Counts stay exact.
+    pub fn aggregate_with(&self, metric: Metric, threshold: f64, coarsen: bool) -> Vec<Entry> {
         let totals = (self.bytes, self.packets);
         let slots = self.nodes.len();
         // Post-order pass: acc[n] is what n reports, or folds up if it is small.
@@ -715,7 +728,31 @@ impl PatriciaTree {
         for &n in order.iter().rev() {
             let (link, m) = (&self.nodes[n as usize], &self.nodes[n as usize]);
             let (b, p) = acc[n as usize];
-            let (b, p) = (b + m.bytes, p + m.packets);
+            let (mut b, mut p) = (b + m.bytes, p + m.packets);
+            let mut threshold = threshold;
+            if coarsen {
+                threshold *= f64::from(1u32 << self.threshold_scale(m.key, m.len));
+                let [c0, c1] = link.child;
+                if c0 != NIL && c1 != NIL {
+                    let (k0, k1) = (c0 as usize, c1 as usize);
+                    let kept = |k: usize| keep[k] && acc[k].0 > 0;
+                    let len = |k: usize| self.nodes[k].len;
+                    let mut merge = [false; 2];
+                    if kept(k0) && kept(k1) && len(k0) == len(k1) && similar(acc[k0].0, acc[k1].0) {
+                        merge = [true, true];
+                    } else if kept(k1) && len(k0) == m.len + 1 && similar(b, acc[k1].0) {
+                        merge[1] = true;
+                    } else if kept(k0) && len(k1) == m.len + 1 && similar(b, acc[k0].0) {
+                        merge[0] = true;
+                    }
+                    for (k, _) in [k0, k1].into_iter().zip(merge).filter(|x| x.1) {
+                        b += acc[k].0;
+                        p += acc[k].1;
+                        acc[k] = (0, 0);
+                        keep[k] = false;
+                    }
+                }
+            }
             let is_family_root = m.pinned && (b > 0 || p > 0);
             let branches = link
                 .child
@@ -761,6 +798,47 @@ impl PatriciaTree {
     }
 }
 
+/// aguri2's threshold scales (`thresh <<= scale[prefixlen]`, aguri_ip.c),
+/// for IPv4 prefixes (by length within IPv4), IPv6 ones, and
+/// `version:protocol:port` keys.
+const ADDR4_SCALE: [u8; 33] = [
+    0, 6, 6, 6, 6, 6, 6, 6, 3, 5, 5, 5, 5, 4, 4, 4, 2, 3, 3, 3, 2, 2, 2, 2, 0, 1, 1, 1, 1, 1, 1, 2,
+    0,
+];
+const ADDR6_SCALE: [u8; 129] = [
+    0, 6, 6, 6, 3, 4, 4, 4, 3, 4, 4, 4, 3, 4, 4, 4, 3, 4, 4, 4, 3, 4, 4, 4, 3, 4, 4, 4, 3, 4, 4,
+    4, //
+    2, 4, 4, 4, 3, 4, 4, 4, 3, 4, 4, 4, 3, 4, 4, 4, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1,
+    1, //
+    0, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    6, //
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    0,
+];
+const PORT_SCALE: [u8; 33] = [
+    0, 6, 6, 6, 6, 6, 6, 6, 1, 5, 5, 5, 5, 5, 4, 4, 0, 6, 6, 6, 6, 5, 5, 4, 4, 4, 3, 3, 3, 3, 3, 2,
+    0,
+];
+
+/// Whether two counts differ by less than a sixteenth of their sum (aguri2's `are_similar`).
+fn similar(a: u64, b: u64) -> bool {
+    a.abs_diff(b) < a.saturating_add(b) >> 4
+}
+
+impl PatriciaTree {
+    /// aguri2's threshold scale for a node of `key`/`len`.
+    fn threshold_scale(&self, key: u128, len: u8) -> u8 {
+        use crate::label::{V4_MAPPED, V4_MAPPED_LEN};
+        match self.kind {
+            KeyKind::Port => PORT_SCALE[usize::from(len.min(32))],
+            KeyKind::Address if len >= V4_MAPPED_LEN && key >> 32 == V4_MAPPED >> 32 => {
+                ADDR4_SCALE[usize::from(len - V4_MAPPED_LEN)]
+            }
+            KeyKind::Address => ADDR6_SCALE[usize::from(len.min(128))],
+        }
+    }
+}
+
 #[inline]
 fn bit(key: u128, i: u8) -> usize {
     // `i` is below the width (at most 127) wherever this is called. One
@@ -789,6 +867,51 @@ mod tests {
         t.nodes()
             .iter()
             .fold((0, 0), |a, n| (a.0 + n.bytes, a.1 + n.packets))
+    }
+
+    #[test]
+    fn coarsening_gives_fewer_coarser_entries_and_the_same_counts() {
+        // A port scan: one packet to each of 2,048 ports, beside a web server.
+        let mut t = PatriciaTree::new(KeyKind::Port, 8192, &[(port_key(4, 0, 0), 8)]);
+        for port in 1..=2048u16 {
+            t.add(port_key(4, 6, port), 60, 1);
+        }
+        t.add(port_key(4, 6, 443), 60 * 2048, 2048);
+        let fine = t.aggregate(Metric::Either, 1.0);
+        let coarse = t.aggregate_with(Metric::Either, 1.0, true);
+        let sum = |v: &[Entry]| {
+            v.iter()
+                .fold((0, 0), |a, e| (a.0 + e.bytes, a.1 + e.packets))
+        };
+        assert_eq!(sum(&fine), sum(&coarse));
+        assert!(
+            coarse.len() * 4 < fine.len(),
+            "{} vs {}",
+            coarse.len(),
+            fine.len()
+        );
+        assert!(coarse.iter().any(|e| e.prefix.to_string() == "4:6:443"));
+        // Two halves of a /24 with nearly the same traffic: one /24.
+        let mut t = PatriciaTree::new(KeyKind::Address, 8192, &[(V4_MAPPED, V4_MAPPED_LEN)]);
+        for h in 0..128u32 {
+            t.add(v4(&format!("10.0.0.{h}")), 1000, 1);
+            t.add(v4(&format!("10.0.0.{}", h + 128)), 1010, 1);
+        }
+        t.add(v4("192.0.2.1"), 100_000, 100);
+        let labels = |v: &[Entry]| v.iter().map(|e| e.prefix.to_string()).collect::<Vec<_>>();
+        let coarse = t.aggregate_with(Metric::Either, 10.0, true);
+        assert!(
+            labels(&coarse).contains(&"10.0.0.0/24".to_string()),
+            "{:?}",
+            labels(&coarse)
+        );
+        let fine = t.aggregate(Metric::Either, 10.0);
+        assert!(
+            labels(&fine).contains(&"10.0.0.0/26".to_string()),
+            "{:?}",
+            labels(&fine)
+        );
+        assert_eq!(sum(&fine), sum(&coarse));
     }
 
     #[test]

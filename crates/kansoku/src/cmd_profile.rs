@@ -40,6 +40,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         } else {
             0
         },
+        coarsen: args.coarsen,
     };
     let format = match (args.json, args.format) {
         (true, _) => SummaryFormat::Json,
@@ -61,14 +62,10 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     };
     if !args.merge.is_empty() {
         let mut summaries = read_summaries(&args.merge)?;
-        let merged = aguri::merge_all(
-            &mut summaries,
-            interval_ns,
-            args.budget,
-            metric,
-            args.threshold,
-        )
-        .map_err(|e| Error::input(e.to_string()))?;
+        let merger = aguri::Merger::new(interval_ns, args.budget, metric, args.threshold)
+            .coarsen(args.coarsen);
+        let merged =
+            aguri::merge_with(&mut summaries, merger).map_err(|e| Error::input(e.to_string()))?;
         let mut report = Report::default();
         for s in &merged {
             if let Err(e) = sink.add(s) {

@@ -1,5 +1,5 @@
 //! The synthetic traffic of `--size`, `--payload`, `--proto`, `--ip`,
-//! `--vlan`, `--src-net`, `--dst-net`, `--seed` (`synth` and `generate`).
+//! `--vlan`, `--src-net`, `--dst-net`, `--seed`, `--flows` (`synth` and `generate`).
 
 use pipeline::Error;
 use synth::{parse_prefix, FrameSize, IpVersion, PayloadPattern, ProtoMix, SynthConfig};
@@ -41,5 +41,6 @@ pub fn pattern_config(
         start_ns,
         interval_ns,
         seed: p.seed,
+        flows: p.flows,
     })
 }

@@ -158,6 +158,12 @@ pub struct SynthConfig {
     /// Step between timestamps.
     pub interval_ns: u64,
     pub seed: u64,
+    /// Frames come from this many flows active at once (each a 5-tuple
+    /// that carries a Pareto(1.2)-distributed number of frames, at least
+    /// 2, as flow sizes on real links are, then ends and a new one
+    /// starts), so that a trace has the temporal locality a link has;
+    /// 0: every frame's addresses and ports are drawn afresh.
+    pub flows: usize,
 }
 
 impl Default for SynthConfig {
@@ -177,6 +183,7 @@ impl Default for SynthConfig {
             start_ns: 0,
             interval_ns: 1_000,
             seed: 1,
+            flows: 0,
         }
     }
 }
@@ -270,6 +277,23 @@ pub struct Synth {
     src6: Prefix,
     dst6: Prefix,
     worm: [u8; WORM_PAYLOAD],
+    /// With `flows`: each active flow's seed and the frames it has left.
+    active: Vec<(u64, u64)>,
+    flows_started: u64,
+}
+
+/// The rng a flow's fields are drawn from: its own, or the main one.
+fn fr<'a>(flow: &'a mut Option<SmallRng>, main: &'a mut SmallRng) -> &'a mut SmallRng {
+    match flow {
+        Some(f) => f,
+        None => main,
+    }
+}
+
+/// A Pareto(1.2) flow length with scale 2, capped at 100,000 frames.
+fn flow_length(rng: &mut SmallRng) -> u64 {
+    let u: f64 = 1.0 - rng.gen::<f64>();
+    (2.0 / u.powf(1.0 / 1.2)).ceil().min(100_000.0) as u64
 }
 
 /// The prefix for one family: the configured one if it is of that family,
@@ -323,7 +347,37 @@ impl Synth {
             src6,
             dst6,
             worm,
+            active: Vec::new(),
+            flows_started: 0,
         })
+    }
+
+    /// With `flows`, the rng of the flow the next frame belongs to.
+    fn next_flow(&mut self) -> Option<SmallRng> {
+        if self.cfg.flows == 0 {
+            return None;
+        }
+        if self.active.is_empty() {
+            for _ in 0..self.cfg.flows {
+                let len = flow_length(&mut self.rng);
+                self.active.push((self.rng.gen(), len));
+            }
+            self.flows_started = self.cfg.flows as u64;
+        }
+        let j = self.rng.gen_range(0..self.active.len());
+        let seed = self.active[j].0;
+        self.active[j].1 -= 1;
+        if self.active[j].1 == 0 {
+            let len = flow_length(&mut self.rng);
+            self.active[j] = (self.rng.gen(), len);
+            self.flows_started += 1;
+        }
+        Some(SmallRng::seed_from_u64(seed))
+    }
+
+    /// Flows begun so far (with `flows`).
+    pub fn flows_started(&self) -> u64 {
+        self.flows_started
     }
 
     /// The configuration the generator was built from.
@@ -354,12 +408,15 @@ impl Synth {
 
     /// Writes one frame into `buf` and returns its length.
     fn build(&mut self) -> usize {
+        // A flow's fields (family, protocol, addresses, ports) come from its
+        // own rng; sizes and payloads from the main one.
+        let mut flow = self.next_flow();
         let worm = self.cfg.payload == PayloadPattern::Worm;
         let v6 = !worm
             && match self.cfg.ip {
                 IpVersion::V4 => false,
                 IpVersion::V6 => true,
-                IpVersion::Mix => self.rng.gen::<bool>(),
+                IpVersion::Mix => fr(&mut flow, &mut self.rng).gen::<bool>(),
             };
         let proto = if worm {
             IpProtocol::Udp
@@ -369,7 +426,7 @@ impl Synth {
                 ProtoMix::Udp => IpProtocol::Udp,
                 ProtoMix::Icmp if v6 => IpProtocol::Icmpv6,
                 ProtoMix::Icmp => IpProtocol::Icmp,
-                ProtoMix::Mix => match self.rng.gen_range(0..3u8) {
+                ProtoMix::Mix => match fr(&mut flow, &mut self.rng).gen_range(0..3u8) {
                     0 => IpProtocol::Tcp,
                     1 => IpProtocol::Udp,
                     _ if v6 => IpProtocol::Icmpv6,
@@ -428,13 +485,13 @@ impl Synth {
 
         // Addresses.
         let (src, dst) = if v6 {
-            let s = self.src6.draw(&mut self.rng);
-            let d = self.dst6.draw(&mut self.rng);
+            let s = self.src6.draw(fr(&mut flow, &mut self.rng));
+            let d = self.dst6.draw(fr(&mut flow, &mut self.rng));
             (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
         } else {
             // An IPv4 prefix's network and host bits are below 2^32: the cast keeps them.
-            let s = self.src4.draw(&mut self.rng) as u32;
-            let d = self.dst4.draw(&mut self.rng) as u32;
+            let s = self.src4.draw(fr(&mut flow, &mut self.rng)) as u32;
+            let d = self.dst4.draw(fr(&mut flow, &mut self.rng)) as u32;
             (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d)))
         };
 
@@ -480,11 +537,11 @@ impl Synth {
 
         // Transport layer, then its checksum over the finished segment.
         let seg = &mut buf[l4_at..];
-        let src_port = self.rng.gen_range(1024..=u16::MAX);
+        let src_port = fr(&mut flow, &mut self.rng).gen_range(1024..=u16::MAX);
         let dst_port = if worm {
             WORM_PORT
         } else {
-            DST_PORTS[self.rng.gen_range(0..DST_PORTS.len())]
+            DST_PORTS[fr(&mut flow, &mut self.rng).gen_range(0..DST_PORTS.len())]
         };
         let r = match proto {
             IpProtocol::Tcp => {
@@ -552,6 +609,46 @@ mod tests {
             }
             _ => false,
         }
+    }
+
+    #[test]
+    fn flows_repeat_their_five_tuples_and_the_default_is_unchanged() {
+        use std::collections::HashMap;
+        let tuple = |f: &[u8]| {
+            let s = slice(LinkType::Ethernet, f);
+            let b = wire::flow_bits(LinkType::Ethernet, f).unwrap();
+            assert!(s.network().is_some());
+            (b.src, b.dst, b.protocol, b.src_port, b.dst_port)
+        };
+        let mut g = Synth::new(SynthConfig {
+            count: 20_000,
+            proto: ProtoMix::Tcp,
+            flows: 100,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut seen: HashMap<_, u64> = HashMap::new();
+        while let Some((_, f)) = g.next_frame() {
+            assert!(checksums_ok(f));
+            *seen.entry(tuple(f)).or_default() += 1;
+        }
+        // About 20,000 / mean length (Pareto 1.2 with scale 2: 12, capped) flows.
+        assert!(seen.len() < 5_000 && seen.len() > 100, "{}", seen.len());
+        // Each flow is a new 5-tuple (the last ones started may not have sent yet).
+        let started = g.flows_started();
+        assert!(started >= seen.len() as u64 && started - seen.len() as u64 <= 100);
+        // Without flows every frame is new, and the stream is what it was.
+        let mut g = Synth::new(SynthConfig {
+            count: 2_000,
+            proto: ProtoMix::Tcp,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut n = std::collections::HashSet::new();
+        while let Some((_, f)) = g.next_frame() {
+            n.insert(tuple(f));
+        }
+        assert!(n.len() > 1_990);
     }
 
     /// Checks every checksum of a synthetic frame (no VLAN-free assumption).

@@ -167,6 +167,10 @@ pub struct ProfileArgs {
     /// table of up to 262,144 5-tuples an interval, 20 MiB; when full, detail goes first, never counts).
     #[arg(long = "2d")]
     pub two_d: bool,
+    /// aguri2's coarsening: the threshold scaled by prefix length (an IPv4 /8 needs 8 times it, a /16 4 times, a
+    /// /24 once; ports alike) and siblings with similar counts merged into their parent; fewer, coarser entries.
+    #[arg(long)]
+    pub coarsen: bool,
     /// Write kansoku's format (both counts, exact), aguri2's `-v` output, or aguri3's flow records, which agurim
     /// reads (implies --2d).
     #[arg(long, value_enum, default_value_t = SummaryFormatArg::Kansoku)]

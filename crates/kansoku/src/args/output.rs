@@ -36,6 +36,11 @@ pub struct PatternArgs {
     /// Seed for the pseudo-random generator (same seed, same traffic).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Frames come from this many flows active at once, each a 5-tuple carrying a heavy-tailed number of frames
+    /// (Pareto, shape 1.2, at least 2) before a new one takes its place, as on a real link; 0: every frame's
+    /// addresses and ports are new.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub flows: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
