@@ -6,7 +6,8 @@
 # through it: curl, python3 (its http.server) and iperf3; iptables and openssl for kansoku delay; nginx for webbench's HTTP/2; and for `kansoku bench ipsec --part link`,
 # boringtun-cli (a userspace WireGuard tunnel, built from crates.io into ~/.cargo/bin) and wg
 # (wireguard-tools, which keys it), the tunnel the bench runs beside kansoku's; dpdk-dev for DPDK's ACL
-# (`kansoku bench filter --peer dpdk`); chromium for the web view's browser test.
+# (`kansoku bench filter --peer dpdk`); chromium for the web view's browser test; clickhouse-server for the
+# fleet store's tests.
 # (Plots need no font package: DejaVu Sans is embedded from the dejavu crate.)
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
@@ -43,6 +44,8 @@ command -v dpdk-test-acl >/dev/null 2>&1 || need+=(dpdk-dev)
 [ -x /usr/sbin/netsniff-ng ] || command -v netsniff-ng >/dev/null 2>&1 || need+=(netsniff-ng)
 # kansoku web's browser test loads the page in headless Chromium.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The fleet store's tests start a ClickHouse server of their own (Debian's 18.16).
+[ -x /usr/sbin/clickhouse-server ] || command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "install-deps: need root to install: ${need[*]}" >&2

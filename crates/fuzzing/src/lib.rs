@@ -52,6 +52,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("index", index),
     ("window", window),
     ("web_request", web_request),
+    ("store_answer", store_answer),
 ];
 
 /// Shared by the reader targets: drain every record and look at it. The
@@ -666,4 +667,13 @@ fn web_source() -> &'static webview::MemorySource {
         out.extend(p.finish());
         webview::MemorySource::new(out)
     })
+}
+
+/// The fleet store client's reading of ClickHouse's HTTP answers (status,
+/// headers, chunked bodies) on arbitrary bytes: an answer or `None`, never
+/// a panic.
+pub fn store_answer(data: &[u8]) {
+    if let Some((code, body)) = store::client::parse_answer(data) {
+        assert!(body.len() <= data.len() * 4 + 16, "{code}");
+    }
 }

@@ -128,6 +128,7 @@ fn stacked(
         threshold,
         drill: None,
         drill_dst: None,
+        probes: Vec::new(),
     };
     let a = webview::answer(&src, &cat, &q).map_err(|e| match e {
         webview::view::ViewError::Bad(b) => Error::usage(b.0),

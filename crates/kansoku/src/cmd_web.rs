@@ -1,20 +1,34 @@
-//! `kansoku web DIR`: an agurim-like view of a directory of summaries
-//! (the webview crate), on loopback unless told otherwise.
+//! `kansoku web DIR` or `kansoku web --store URL`: an agurim-like view of a
+//! directory of summaries or of a fleet store (the webview crate), on
+//! loopback unless told otherwise.
 
 use std::sync::Arc;
 
 use pipeline::{display_path, Error, Report};
-use webview::{serve, DirSource};
+use webview::{serve, DataSource, DirSource};
 
 use crate::args::WebArgs;
-use crate::signals;
+use crate::{cmd_store, signals};
 
 pub fn run(args: &WebArgs) -> pipeline::Result<Report> {
-    let src = DirSource::open(&args.dir).map_err(|e| Error::input(e.to_string()))?;
-    let dir = display_path(&args.dir);
-    serve(Arc::new(src), args.listen, signals::stop_flag(), |addr| {
+    let (src, what): (Arc<dyn DataSource>, String) = match (&args.dir, &args.store) {
+        (Some(dir), _) => (
+            Arc::new(DirSource::open(dir).map_err(|e| Error::input(e.to_string()))?),
+            display_path(dir),
+        ),
+        (None, Some(url)) => {
+            let c = cmd_store::client(url, args.store_credentials.as_deref())?;
+            let what = c.url.to_string();
+            (
+                Arc::new(store::StoreSource::open(c).map_err(cmd_store::error)?),
+                what,
+            )
+        }
+        (None, None) => return Err(Error::usage("give a directory of summaries or --store URL")),
+    };
+    serve(src, args.listen, signals::stop_flag(), |addr| {
         // The address line is the one a script waits for.
-        eprintln!("kansoku web: serving {dir} on http://{addr}/");
+        eprintln!("kansoku web: serving {what} on http://{addr}/");
     })
     .map_err(|e| Error::output(format!("listening on {}", args.listen), &e))?;
     Ok(Report::default())

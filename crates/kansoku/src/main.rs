@@ -18,6 +18,7 @@ mod cmd_plot;
 mod cmd_profile;
 mod cmd_read;
 mod cmd_stats;
+mod cmd_store;
 mod cmd_synth;
 mod cmd_web;
 mod cmd_webbench;
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => cmd_profile::run(&args),
         Command::Plot(args) => cmd_plot::run(&args),
         Command::Web(args) => cmd_web::run(&args),
+        Command::Store(args) => cmd_store::run(&args),
         Command::Delay(args) => cmd_delay::run(&args),
         Command::Webbench(args) => cmd_webbench::run(&args),
         Command::Ipsec(args) => cmd_ipsec::run(&args),

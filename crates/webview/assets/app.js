@@ -5,7 +5,7 @@
 "use strict";
 
 const SVGNS = "http://www.w3.org/2000/svg";
-const KEYS = ["view", "from", "to", "step", "threshold", "drill"];
+const KEYS = ["view", "from", "to", "step", "threshold", "drill", "probe"];
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
   "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
   "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363"];
@@ -376,7 +376,20 @@ async function loadCatalog() {
   try {
     const r = await fetch("/api/v1/catalog", { cache: "no-store" });
     const c = await r.json();
-    if (r.ok) document.getElementById("source").textContent = c.source;
+    if (r.ok) {
+      document.getElementById("source").textContent = c.source;
+      if (c.probes.length > 0) {
+        const sel = document.getElementById("probe");
+        for (const p of c.probes) {
+          const o = document.createElement("option");
+          o.value = p;
+          o.textContent = p;
+          sel.appendChild(o);
+        }
+        sel.value = stateFromUrl().probe || "";
+        document.getElementById("probe-label").hidden = false;
+      }
+    }
   } catch (e) { /* the view says what is wrong */ }
 }
 
@@ -388,6 +401,7 @@ function shift(by) {
 }
 
 document.getElementById("view").onchange = (e) => navigate({ view: e.target.value, drill: undefined });
+document.getElementById("probe").onchange = (e) => navigate({ probe: e.target.value || undefined, drill: undefined });
 document.getElementById("step").onchange = (e) => navigate({ step: e.target.value || undefined });
 document.getElementById("threshold").onchange = (e) => navigate({ threshold: e.target.value });
 document.getElementById("earlier").onclick = () => shift(-1);

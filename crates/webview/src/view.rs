@@ -92,12 +92,14 @@ pub struct Query {
     pub drill: Option<Prefix>,
     /// The drilled-into destination, for source × destination.
     pub drill_dst: Option<Prefix>,
+    /// Only these probes (a fleet store's); empty: all.
+    pub probes: Vec<String>,
 }
 
 impl Query {
     /// The query of `/api/v1/view?...` (the page's URL holds the same).
     pub fn from_params(p: &Params) -> Result<Query, BadRequest> {
-        p.only(&["view", "from", "to", "step", "threshold", "drill"])?;
+        p.only(&["view", "from", "to", "step", "threshold", "drill", "probe"])?;
         let view = match p.get("view")? {
             None => ViewKind::Src,
             Some(v) => *ViewKind::ALL
@@ -170,6 +172,24 @@ impl Query {
                 (Some(a), Some(b))
             }
         };
+        let probes = match p.get("probe")? {
+            None | Some("") => Vec::new(),
+            Some(v) => {
+                let names: Vec<String> = v.split(',').map(str::to_string).collect();
+                let ok = |n: &String| {
+                    !n.is_empty()
+                        && n.len() <= 64
+                        && n.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+                };
+                if names.len() > 100 || !names.iter().all(ok) {
+                    return Err(BadRequest::new(
+                        "probe: names of letters, digits, _, - and ., separated by commas",
+                    ));
+                }
+                names
+            }
+        };
         Ok(Query {
             view,
             from,
@@ -178,6 +198,7 @@ impl Query {
             threshold,
             drill,
             drill_dst,
+            probes,
         })
     }
 }
@@ -305,7 +326,10 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
         .into());
     }
     let n = n as usize;
-    let sums = src.summaries(&[], from * NS, to * NS, step * NS)?;
+    if let Some(p) = q.probes.iter().find(|p| !cat.probes.contains(p)) {
+        return Err(BadRequest::new(format!("probe: no probe '{p}' here")).into());
+    }
+    let sums = src.summaries(&q.probes, from * NS, to * NS, step * NS)?;
     let Some(kind) = q.view.section() else {
         return answer_2d(q, &sums, (from, to, step, n), (first, last));
     };

@@ -171,6 +171,13 @@ pub struct ProfileArgs {
     /// /24 once; ports alike) and siblings with similar counts merged into their parent; fewer, coarser entries.
     #[arg(long)]
     pub coarsen: bool,
+    /// Also send every summary to a fleet store (ClickHouse's HTTP interface, `http://HOST:8123/DB`), through a
+    /// spool that keeps what the store cannot take yet. User and password: KANSOKU_STORE_USER and
+    /// KANSOKU_STORE_PASSWORD, or --store-credentials.
+    #[arg(long, value_name = "URL", conflicts_with = "merge")]
+    pub store: Option<String>,
+    #[command(flatten)]
+    pub store_opts: StoreOpts,
     /// Write kansoku's format (both counts, exact), aguri2's `-v` output, or aguri3's flow records, which agurim
     /// reads (implies --2d).
     #[arg(long, value_enum, default_value_t = SummaryFormatArg::Kansoku)]
@@ -211,13 +218,73 @@ pub enum PlotStyle {
     Lines,
 }
 
+/// How to reach the fleet store, besides its URL.
+#[derive(Debug, Args)]
+pub struct StoreOpts {
+    /// A file whose first line is USER:PASSWORD for the store (instead of the environment).
+    #[arg(long, value_name = "FILE")]
+    pub store_credentials: Option<PathBuf>,
+    /// This probe's name in the store (letters, digits, _, -, .); default: the host name.
+    #[arg(long, value_name = "NAME")]
+    pub probe: Option<String>,
+    /// Where summaries wait for the store (default: ~/.local/state/kansoku/spool).
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+}
+
+/// `kansoku store`: the fleet store in ClickHouse.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    #[command(subcommand)]
+    pub action: StoreAction,
+    /// The store: `http://HOST:PORT/DATABASE` (ClickHouse's HTTP interface).
+    #[arg(long, value_name = "URL", global = true)]
+    pub store: Option<String>,
+    /// A file whose first line is USER:PASSWORD (default: KANSOKU_STORE_USER and KANSOKU_STORE_PASSWORD).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub store_credentials: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum StoreAction {
+    /// Create the database and the tables (idempotent; refuses a store of another schema version).
+    Init,
+    /// The probes in the store: summaries, first and last times.
+    Status,
+    /// Write the store's summaries out as files, DIR/PROBE/YYYYMMDD.HHMMSS.agr.
+    Export {
+        /// Output directory.
+        #[arg(short = 'w', value_name = "DIR")]
+        write: PathBuf,
+        /// Only these probes (repeat); default all.
+        #[arg(long = "probe", value_name = "NAME")]
+        probes: Vec<String>,
+        /// Only summaries starting at or after this time (seconds since 1970).
+        #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+        from: u64,
+        /// Only summaries starting before this time (seconds since 1970).
+        #[arg(long, value_name = "SECONDS")]
+        to: Option<u64>,
+    },
+}
+
 /// `kansoku web`: summaries in a browser.
 #[derive(Debug, Args)]
 pub struct WebArgs {
     /// A directory of summaries: `profile -w DIR/` output, or an archive (`--archive DIR`: 5min, hourly, daily).
     /// Files written while it runs are shown without a restart.
-    #[arg(value_name = "DIR")]
-    pub dir: PathBuf,
+    #[arg(
+        value_name = "DIR",
+        required_unless_present = "store",
+        conflicts_with = "store"
+    )]
+    pub dir: Option<PathBuf>,
+    /// Serve a fleet store instead (`http://HOST:PORT/DATABASE`), with a probe selector.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// A file whose first line is USER:PASSWORD for the store.
+    #[arg(long, value_name = "FILE")]
+    pub store_credentials: Option<PathBuf>,
     /// Address and port to listen on (loopback unless told otherwise; port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
     pub listen: std::net::SocketAddr,

@@ -59,6 +59,8 @@ pub enum Command {
     /// Serve an agurim-like view of a directory of summaries: stacked series of bytes and packets, zoom,
     /// drill-down, a JSON API (`kansoku web DIR`, then open http://127.0.0.1:8080/).
     Web(WebArgs),
+    /// The fleet store in ClickHouse: `store init`, `store status`, `store export -w DIR`.
+    Store(StoreArgs),
     /// Put a round-trip time per client address on real packets (NFQUEUE, held verdicts), as netem or dummynet
     /// would, for any program: `kansoku delay --clients 100 --profile lognormal:median=48ms,sigma=1 -- CMD`.
     Delay(DelayArgs),

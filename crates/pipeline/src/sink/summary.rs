@@ -197,10 +197,16 @@ impl Archive {
     }
 }
 
+/// Something else each summary is handed to, after the files (the fleet
+/// store's spool).
+pub type SummaryTee = Box<dyn FnMut(&Summary) -> Result<()> + Send>;
+
 /// Where a profiler's summaries go.
 pub enum SummarySink {
     Plain(SummaryWriter),
     Archive(Box<Archive>),
+    /// A sink, and a tee each summary also goes to.
+    Tee(Box<SummarySink>, SummaryTee),
 }
 
 impl SummarySink {
@@ -208,6 +214,10 @@ impl SummarySink {
         match self {
             SummarySink::Plain(w) => w.write(s),
             SummarySink::Archive(a) => a.add(s),
+            SummarySink::Tee(inner, tee) => {
+                inner.add(s)?;
+                tee(s)
+            }
         }
     }
 
@@ -216,6 +226,7 @@ impl SummarySink {
         match self {
             SummarySink::Plain(w) => w.written(),
             SummarySink::Archive(a) => a.base.written(),
+            SummarySink::Tee(inner, _) => inner.written(),
         }
     }
 
@@ -223,6 +234,7 @@ impl SummarySink {
         match self {
             SummarySink::Plain(w) => w.finish(),
             SummarySink::Archive(a) => a.finish(),
+            SummarySink::Tee(inner, _) => inner.finish(),
         }
     }
 }

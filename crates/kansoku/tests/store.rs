@@ -1,0 +1,171 @@
+//! `kansoku profile --store`, `kansoku store init|status|export` and
+//! `kansoku web --store` against a real ClickHouse (store::testing).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+
+use common::{kansoku, p};
+use store::testing::{ClickHouse, PASSWORD};
+
+fn with_creds(c: &mut std::process::Command) -> &mut std::process::Command {
+    c.env("KANSOKU_STORE_USER", "kansoku")
+        .env("KANSOKU_STORE_PASSWORD", PASSWORD)
+}
+
+fn ok(c: &mut std::process::Command) -> String {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// GET a path from a `kansoku web` at `addr`.
+fn get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut b = String::new();
+    s.read_to_string(&mut b).unwrap();
+    assert!(b.starts_with("HTTP/1.1 200"), "{path}: {b}");
+    b.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// A `kansoku web`, killed when dropped (a failing test leaves none behind).
+struct Web(std::process::Child);
+
+impl Drop for Web {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> (Web, String) {
+    let mut c = kansoku();
+    with_creds(&mut c);
+    let mut web = Web(c
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap());
+    let mut err = BufReader::new(web.0.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .rsplit(" on http://")
+        .next()
+        .unwrap()
+        .trim()
+        .trim_end_matches('/')
+        .to_string();
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    (web, addr)
+}
+
+#[test]
+fn profiles_go_to_the_store_and_come_back_as_the_files_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(ch) = ClickHouse::start(dir.path()) else {
+        return;
+    };
+    let url = ch.url().to_string();
+    let trace = dir.path().join("t.pcap");
+    ok(kansoku().args([
+        "synth",
+        "-c",
+        "20000",
+        "--flows",
+        "500",
+        "--rate",
+        "50",
+        "--ip",
+        "mix",
+        "-w",
+        p(&trace),
+    ]));
+    // Without the schema: a clear error, exit 2; with a wrong password the same.
+    let out = with_creds(&mut kansoku())
+        .args(["store", "status", "--store", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("store init"));
+    ok(with_creds(&mut kansoku()).args(["store", "init", "--store", &url]));
+    let out = kansoku()
+        .env("KANSOKU_STORE_USER", "kansoku")
+        .env("KANSOKU_STORE_PASSWORD", "not-the-password")
+        .args(["store", "status", "--store", &url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refused the credentials") && !err.contains("not-the-password"),
+        "{err}"
+    );
+
+    let files = dir.path().join("files/");
+    let spool = dir.path().join("spool");
+    let said = ok(with_creds(&mut kansoku()).args([
+        "profile",
+        "-r",
+        p(&trace),
+        "-i",
+        "60",
+        "--2d",
+        "-w",
+        p(&files),
+        "--store",
+        &url,
+        "--probe",
+        "edge-1",
+        "--spool",
+        p(&spool),
+    ]));
+    assert!(said.contains("sent "), "{said}");
+    let status = ok(with_creds(&mut kansoku()).args(["store", "status", "--store", &url]));
+    assert!(status.contains("| edge-1 |"), "{status}");
+    // Exported, the store's summaries are the files, byte for byte.
+    let exp = dir.path().join("exp");
+    ok(with_creds(&mut kansoku()).args(["store", "export", "--store", &url, "-w", p(&exp)]));
+    let mut names: Vec<_> = std::fs::read_dir(&files)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 6);
+    for n in &names {
+        let a = std::fs::read_to_string(files.join(n)).unwrap();
+        let b = std::fs::read_to_string(exp.join("edge-1").join(n)).unwrap();
+        assert_eq!(a, b, "{n:?}");
+    }
+    // The web view from the store and from the directory: the same JSON.
+    let (_w1, a1) = serve(&["web", p(&files), "--listen", "127.0.0.1:0"]);
+    let (_w2, a2) = serve(&["web", "--store", &url, "--listen", "127.0.0.1:0"]);
+    for q in [
+        "view=src",
+        "view=dport&threshold=2",
+        "view=srcdst",
+        "view=dst&step=300",
+    ] {
+        let path = format!("/api/v1/view?{q}");
+        assert_eq!(get(&a1, &path), get(&a2, &path), "{q}");
+    }
+    assert!(get(&a2, "/api/v1/catalog").contains("\"probes\":[\"edge-1\"]"));
+    assert!(get(&a2, "/api/v1/view?probe=edge-1").contains("\"aggregates\""));
+}

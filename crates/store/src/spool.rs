@@ -1,0 +1,203 @@
+//! The spool: summaries waiting for the store, one file each, in order.
+//!
+//! A summary is written to `NNNNNNNNNNNNNNNNNNNN.agr.tmp`, synced, and
+//! renamed to `NNNNNNNNNNNNNNNNNNNN.agr` (its first line `%%Probe: NAME`,
+//! then the summary in kansoku's format): a file that exists whole is a
+//! summary to send, whatever kills the process when. The sender sends the
+//! files in name order and removes each once the store has it; sent twice
+//! after a crash between the two, it is stored once (the summary's id).
+//! A full disk is an error of `push`, said where the summary was made.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aguri::Summary;
+
+use crate::client::Client;
+
+/// The directory of waiting summaries.
+pub struct Spool {
+    dir: PathBuf,
+    next: Mutex<u64>,
+}
+
+impl Spool {
+    /// Opens (creating) `dir`; numbering continues after the files in it.
+    pub fn open(dir: &Path) -> std::io::Result<Spool> {
+        fs::create_dir_all(dir)?;
+        let last = Spool::files_in(dir)?
+            .last()
+            .and_then(|p| p.file_stem()?.to_str()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        Ok(Spool {
+            dir: dir.to_path_buf(),
+            next: Mutex::new(last + 1),
+        })
+    }
+
+    fn files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        let mut v: Vec<PathBuf> = fs::read_dir(dir)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "agr"))
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// The files waiting, oldest first.
+    pub fn pending(&self) -> std::io::Result<Vec<PathBuf>> {
+        Spool::files_in(&self.dir)
+    }
+
+    /// Adds a summary of `probe`; it is on disk when this returns.
+    pub fn push(&self, probe: &str, s: &Summary) -> std::io::Result<PathBuf> {
+        let n = {
+            let mut g = self
+                .next
+                .lock()
+                .map_err(|_| std::io::Error::other("spool lock"))?;
+            let n = *g;
+            *g += 1;
+            n
+        };
+        let path = self.dir.join(format!("{n:020}.agr"));
+        let tmp = self.dir.join(format!("{n:020}.agr.tmp"));
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(format!("%%Probe: {probe}\n{s}").as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)?;
+        Ok(path)
+    }
+
+    /// Reads a spooled file back: its probe and its summaries.
+    pub fn read(path: &Path) -> Result<(String, Vec<Summary>), String> {
+        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+        let probe = first
+            .strip_prefix("%%Probe: ")
+            .ok_or_else(|| format!("{}:1:1: expected %%Probe: NAME", path.display()))?;
+        let v = aguri::parse_summaries(rest)
+            .map_err(|e| format!("{}:{e} (one line down)", path.display()))?;
+        Ok((probe.to_string(), v))
+    }
+}
+
+/// What the sender has done and what waits.
+#[derive(Debug, Default)]
+pub struct SendStats {
+    pub sent: AtomicU64,
+    pub waiting: AtomicU64,
+    /// Whether the store is down now.
+    pub down: AtomicBool,
+}
+
+/// Sends the spool's files to the store on a thread of its own, in order,
+/// retrying while the store is unreachable or failing; one warning when the
+/// store goes away and one when it is back.
+pub struct Sender {
+    pub stats: Arc<SendStats>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sender {
+    pub fn start(spool: Arc<Spool>, client: Client) -> Sender {
+        let stats = Arc::new(SendStats::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (stats.clone(), stop.clone());
+        let thread = std::thread::spawn(move || send_loop(&spool, &client, &st, &sp));
+        Sender {
+            stats,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Waits up to `grace` for the spool to drain, then stops the thread;
+    /// returns how many summaries still wait (kept for the next run).
+    pub fn finish(mut self, spool: &Spool, grace: Duration) -> u64 {
+        let t0 = Instant::now();
+        while t0.elapsed() < grace {
+            match spool.pending() {
+                Ok(v) if v.is_empty() => break,
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        spool.pending().map_or(0, |v| v.len() as u64)
+    }
+}
+
+fn send_loop(spool: &Spool, client: &Client, st: &SendStats, stop: &AtomicBool) {
+    let mut backoff = Duration::from_millis(100);
+    while !stop.load(Ordering::Relaxed) {
+        let files = match spool.pending() {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("kansoku: the spool cannot be read: {e}");
+                std::thread::sleep(Duration::from_secs(1));
+                continue;
+            }
+        };
+        st.waiting.store(files.len() as u64, Ordering::Relaxed);
+        if files.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        for f in files {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let (probe, sums) = match Spool::read(&f) {
+                Ok(x) => x,
+                Err(e) => {
+                    // Not ours or damaged: set aside, said once.
+                    eprintln!("kansoku: {e}; moved aside as .bad");
+                    let _ = fs::rename(&f, f.with_extension("bad"));
+                    continue;
+                }
+            };
+            let result = sums
+                .iter()
+                .try_for_each(|s| crate::schema::insert(client, &probe, s).map(|_| ()));
+            match result {
+                Ok(()) => {
+                    let _ = fs::remove_file(&f);
+                    st.sent.fetch_add(sums.len() as u64, Ordering::Relaxed);
+                    st.waiting.fetch_sub(1, Ordering::Relaxed);
+                    if st.down.swap(false, Ordering::Relaxed) {
+                        eprintln!(
+                            "kansoku: the store is back at {}; sending what waited",
+                            client.url
+                        );
+                    }
+                    backoff = Duration::from_millis(100);
+                }
+                Err(e) => {
+                    if !st.down.swap(true, Ordering::Relaxed) {
+                        eprintln!("kansoku: {e}; summaries wait in the spool until it answers");
+                    }
+                    if !e.transient() {
+                        // A wrong password or schema does not heal by itself
+                        // quickly; still, keep the data and try now and then.
+                        backoff = Duration::from_secs(5);
+                    }
+                    let t0 = Instant::now();
+                    while t0.elapsed() < backoff && !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    break;
+                }
+            }
+        }
+    }
+}

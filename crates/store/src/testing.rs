@@ -1,0 +1,120 @@
+//! A throwaway ClickHouse for tests and benches: Debian's
+//! `clickhouse-server` (scripts/install-deps.sh installs it) started in a
+//! directory of its own, on free loopback ports. Where it is missing the
+//! caller is told (`None`), except under CI (`CI` set), where that is a
+//! failure.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{Client, Credentials, StoreUrl};
+
+/// The test user's password.
+pub const PASSWORD: &str = "pa55-w0rd";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A throwaway ClickHouse server: its own directory, free loopback ports, a
+/// user `kansoku` with password [`PASSWORD`]; killed (SIGKILL) on drop.
+pub struct ClickHouse {
+    dir: PathBuf,
+    http: u16,
+    child: Option<Child>,
+}
+
+impl ClickHouse {
+    /// None where there is no clickhouse-server (a failure under CI).
+    pub fn start(dir: &Path) -> Option<ClickHouse> {
+        let have = Command::new("sh")
+            .args(["-c", "command -v clickhouse-server"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !have {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "clickhouse-server is missing under CI: scripts/install-deps.sh installs it"
+            );
+            eprintln!("skipped: no clickhouse-server here");
+            return None;
+        }
+        let (http, tcp) = (free_port(), free_port());
+        let d = dir.display();
+        std::fs::write(
+            dir.join("config.xml"),
+            format!(
+                "<?xml version=\"1.0\"?><yandex><logger><level>warning</level><log>{d}/server.log</log>\
+                 <errorlog>{d}/err.log</errorlog></logger><http_port>{http}</http_port><tcp_port>{tcp}</tcp_port>\
+                 <listen_host>127.0.0.1</listen_host><path>{d}/data/</path><tmp_path>{d}/tmp/</tmp_path>\
+                 <user_files_path>{d}/files/</user_files_path><users_config>{d}/users.xml</users_config>\
+                 <default_profile>default</default_profile><default_database>default</default_database>\
+                 <mark_cache_size>1073741824</mark_cache_size></yandex>"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("users.xml"),
+            format!("<?xml version=\"1.0\"?><yandex><profiles><default/></profiles><users><kansoku>\
+             <password>{PASSWORD}</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile>\
+             <quota>default</quota></kansoku></users><quotas><default/></quotas></yandex>"),
+        )
+        .unwrap();
+        let mut ch = ClickHouse {
+            dir: dir.to_path_buf(),
+            http,
+            child: None,
+        };
+        ch.run();
+        Some(ch)
+    }
+
+    /// Starts (again) the server and waits until it answers.
+    pub fn run(&mut self) {
+        let child = Command::new("clickhouse-server")
+            .arg(format!("--config-file={}/config.xml", self.dir.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let c = self.client();
+        let t0 = Instant::now();
+        while c.execute_bare("SELECT 1").is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "clickhouse did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGKILL, as a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill(); // SIGKILL
+            let _ = c.wait();
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/fleet`.
+    pub fn url(&self) -> StoreUrl {
+        StoreUrl::parse(&format!("http://127.0.0.1:{}/fleet", self.http)).unwrap()
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(self.url(), Some(Credentials::new("kansoku", PASSWORD)))
+    }
+}
+
+impl Drop for ClickHouse {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
