@@ -8,7 +8,9 @@
 //! the view's JSON over the whole range is fetched over HTTP from a server
 //! started on loopback for the bench (cold: opening the directory, which
 //! parses every file, and the first request; then the median of the
-//! rounds, files cached and checked for changes), and `kansoku profile --merge`
+//! rounds, files cached and checked for changes). Where clickhouse-server is
+//! installed, the same summaries are also loaded into a fleet store of the
+//! bench's own (the ingest rate is printed) and the view is timed from it., and `kansoku profile --merge`
 //! (a process of the running binary) re-aggregates the same files.
 
 use std::io::{Read, Write};
@@ -126,6 +128,8 @@ pub fn run(a: &BenchViewArgs, _stop: &AtomicBool, out: &mut dyn Write) -> Result
     write(&day, &make(300, 288, 2000, 1))?;
     write(&month, &make(3600, 24 * 30, 6000, 2))?;
     let exe = std::env::current_exe().map_err(|e| Error::output("this program's path", &e))?;
+    let chdir = tempfile::tempdir().map_err(|e| Error::output("a temporary directory", &e))?;
+    let clickhouse = store::testing::ClickHouse::start(chdir.path());
     writeln!(
         out,
         "`kansoku web`'s view JSON (whole range, view src, over HTTP on loopback) beside `kansoku profile --merge` \
@@ -182,35 +186,11 @@ pub fn run(a: &BenchViewArgs, _stop: &AtomicBool, out: &mut dyn Write) -> Result
         let t = Instant::now();
         let src = webview::DirSource::open(dir).map_err(|e| Error::input(e.to_string()))?;
         let open_ms = ms(t.elapsed());
-        let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let (tx, rx) = mpsc::channel();
-        let server = std::thread::spawn(move || {
-            webview::serve(
-                Arc::new(src),
-                "127.0.0.1:0".parse().expect("an address"),
-                stop,
-                |addr| {
-                    let _ = tx.send(addr);
-                },
-            )
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(30))
-            .map_err(|_| Error::input("the web view did not start"))?;
         let from = T0 / NS;
         let to = dir_end(dir, from)?;
         let q = format!("/api/v1/view?view=src&from={from}&to={to}&step={step}");
-        let t = Instant::now();
-        let size = get(addr, &q).map_err(Error::input)?;
-        let first = open_ms + ms(t.elapsed());
-        let mut web = Vec::new();
-        for _ in 0..a.rounds {
-            let t = Instant::now();
-            get(addr, &q).map_err(Error::input)?;
-            web.push(ms(t.elapsed()));
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = server.join();
+        let (first, web, size) = time_view(Arc::new(src), &q, a.rounds)?;
+        let first = open_ms + first;
         let (m, w) = (median(&merge), median(&web));
         row(
             out,
@@ -231,8 +211,80 @@ pub fn run(a: &BenchViewArgs, _stop: &AtomicBool, out: &mut dyn Write) -> Result
                 "bench view: {name}: the view took {w:.1} ms, over its target of {target_ms:.0} ms"
             );
         }
+        // The same summaries in a fleet store (a ClickHouse of the bench's
+        // own, when clickhouse-server is installed).
+        if let Some(ch) = &clickhouse {
+            let mut url = ch.url();
+            url.database = format!("bench_{step}");
+            let c = store::Client::new(
+                url,
+                Some(store::Credentials::new("kansoku", store::testing::PASSWORD)),
+            );
+            store::init(&c).map_err(|e| Error::input(e.to_string()))?;
+            let parsed: Vec<aguri::Summary> = pipeline::read_summaries(&[dir.to_path_buf()])?;
+            let t = Instant::now();
+            for chunk in parsed.chunks(256) {
+                let batch: Vec<(&str, &aguri::Summary)> =
+                    chunk.iter().map(|s| ("bench", s)).collect();
+                store::insert_many(&c, &batch).map_err(|e| Error::input(e.to_string()))?;
+            }
+            let ingest = parsed.len() as f64 / t.elapsed().as_secs_f64();
+            let src = store::StoreSource::open(c).map_err(|e| Error::input(e.to_string()))?;
+            let (first, web, size) = time_view(Arc::new(src), &q, a.rounds)?;
+            let sw = median(&web);
+            row(
+                out,
+                &[
+                    format!("{name}, from the store ({ingest:.0} summaries/s in)"),
+                    files.to_string(),
+                    entries.to_string(),
+                    format!("{m:.1}"),
+                    format!("{first:.1}"),
+                    format!("{sw:.1}"),
+                    format!("{}", size / 1024),
+                    format!("{:.3}", sw / m),
+                    format!("{target_ms:.0}"),
+                ],
+            )?;
+        }
     }
     Ok(Report::default())
+}
+
+/// Serves `src` on a loopback port and times `q`: the first answer, then
+/// `rounds` more; (first ms, the rounds' ms, the answer's size).
+fn time_view(
+    src: Arc<dyn webview::DataSource>,
+    q: &str,
+    rounds: usize,
+) -> Result<(f64, Vec<f64>, usize)> {
+    let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let (tx, rx) = mpsc::channel();
+    let server = std::thread::spawn(move || {
+        webview::serve(
+            src,
+            "127.0.0.1:0".parse().expect("an address"),
+            stop,
+            |addr| {
+                let _ = tx.send(addr);
+            },
+        )
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| Error::input("the web view did not start"))?;
+    let t = Instant::now();
+    let size = get(addr, q).map_err(Error::input)?;
+    let first = ms(t.elapsed());
+    let mut web = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        get(addr, q).map_err(Error::input)?;
+        web.push(ms(t.elapsed()));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = server.join();
+    Ok((first, web, size))
 }
 
 /// The end of the last summary in `dir`, in seconds (rounded up).

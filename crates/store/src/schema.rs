@@ -195,15 +195,32 @@ pub fn rows(probe: &str, s: &Summary) -> Result<(String, Rows), StoreError> {
 
 /// Stores one summary: entries and flows first, its `summaries` row last.
 pub fn insert(c: &Client, probe: &str, s: &Summary) -> Result<String, StoreError> {
-    let (id, r) = rows(probe, s)?;
-    if !r.entries.is_empty() {
-        c.insert("entries", r.entries.as_bytes())?;
+    let mut ids = insert_many(c, &[(probe, s)])?;
+    Ok(ids.pop().unwrap_or_default())
+}
+
+/// Stores summaries (each of its probe) in one insert per table: all their
+/// entries and flows first, their `summaries` rows last.
+pub fn insert_many(c: &Client, batch: &[(&str, &Summary)]) -> Result<Vec<String>, StoreError> {
+    let (mut e, mut f, mut h) = (String::new(), String::new(), String::new());
+    let mut ids = Vec::with_capacity(batch.len());
+    for (probe, s) in batch {
+        let (id, r) = rows(probe, s)?;
+        e.push_str(&r.entries);
+        f.push_str(&r.flows);
+        h.push_str(&r.summaries);
+        ids.push(id);
     }
-    if !r.flows.is_empty() {
-        c.insert("flows", r.flows.as_bytes())?;
+    if !e.is_empty() {
+        c.insert("entries", e.as_bytes())?;
     }
-    c.insert("summaries", r.summaries.as_bytes())?;
-    Ok(id)
+    if !f.is_empty() {
+        c.insert("flows", f.as_bytes())?;
+    }
+    if !h.is_empty() {
+        c.insert("summaries", h.as_bytes())?;
+    }
+    Ok(ids)
 }
 
 /// The `WHERE` of a range of some probes (names validated, times numbers).
@@ -227,6 +244,55 @@ fn filter(probes: &[String], from_ns: u64, to_ns: u64) -> Result<String, StoreEr
 fn u(t: Option<&str>) -> Result<u64, StoreError> {
     t.and_then(|x| x.parse().ok())
         .ok_or_else(|| StoreError::Server(200, "a row the store returned does not read".into()))
+}
+
+/// A summary's flows by source and destination.
+type ByPair = BTreeMap<(u128, u8, u128, u8), Flow>;
+
+/// Adds a `flows` row (a key, then src hi, lo, len, dst hi, lo, len,
+/// proto, sport, sport len, dport, dport len, bytes, packets) to `pairs`:
+/// proto -1 is the flow's own counts, others a protocol entry.
+fn add_flow_row(pairs: &mut ByPair, v: &[&str]) -> Result<(), StoreError> {
+    let n = |i: usize| u(v.get(i).copied());
+    let src = Prefix::new(
+        KeyKind::Address,
+        (u128::from(n(1)?) << 64) | u128::from(n(2)?),
+        n(3)? as u8,
+    );
+    let dst = Prefix::new(
+        KeyKind::Address,
+        (u128::from(n(4)?) << 64) | u128::from(n(5)?),
+        n(6)? as u8,
+    );
+    let proto: i16 = v
+        .get(7)
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| StoreError::Server(200, "a flows row does not read".into()))?;
+    let f = pairs
+        .entry((src.key, src.len, dst.key, dst.len))
+        .or_insert_with(|| Flow {
+            src,
+            dst,
+            bytes: 0,
+            packets: 0,
+            protos: Vec::new(),
+        });
+    let (bytes, packets) = (n(12)?, n(13)?);
+    if proto < 0 {
+        f.bytes = bytes;
+        f.packets = packets;
+    } else {
+        f.protos.push(ProtoEntry {
+            spec: ProtoSpec {
+                proto: u8::try_from(proto).ok(),
+                sport: PortRange::new(n(8)? as u16, n(9)? as u8),
+                dport: PortRange::new(n(10)? as u16, n(11)? as u8),
+            },
+            bytes,
+            packets,
+        });
+    }
+    Ok(())
 }
 
 /// One stored summary: its probe and itself.
@@ -307,53 +373,13 @@ pub fn read(
          dst_len, proto, sport, sport_len, dport, dport_len ORDER BY id, src_hi, src_lo, src_len, dst_hi, dst_lo, \
          dst_len, proto, sport, sport_len, dport, dport_len FORMAT TabSeparated"
     ))?;
-    type ByPair = BTreeMap<(u128, u8, u128, u8), Flow>;
     let mut flows: HashMap<String, ByPair> = HashMap::new();
     for line in body.lines() {
         let v: Vec<&str> = line.split('\t').collect();
         if v.len() != 14 || !out.contains_key(v[0]) {
             continue;
         }
-        let n = |i: usize| u(v.get(i).copied());
-        let src = Prefix::new(
-            KeyKind::Address,
-            (u128::from(n(1)?) << 64) | u128::from(n(2)?),
-            n(3)? as u8,
-        );
-        let dst = Prefix::new(
-            KeyKind::Address,
-            (u128::from(n(4)?) << 64) | u128::from(n(5)?),
-            n(6)? as u8,
-        );
-        let proto: i16 = v[7]
-            .parse()
-            .map_err(|_| StoreError::Server(200, "bad proto".into()))?;
-        let f = flows
-            .entry(v[0].to_string())
-            .or_default()
-            .entry((src.key, src.len, dst.key, dst.len))
-            .or_insert_with(|| Flow {
-                src,
-                dst,
-                bytes: 0,
-                packets: 0,
-                protos: Vec::new(),
-            });
-        let (b, p) = (n(12)?, n(13)?);
-        if proto < 0 {
-            f.bytes = b;
-            f.packets = p;
-        } else {
-            f.protos.push(ProtoEntry {
-                spec: ProtoSpec {
-                    proto: u8::try_from(proto).ok(),
-                    sport: PortRange::new(n(8)? as u16, n(9)? as u8),
-                    dport: PortRange::new(n(10)? as u16, n(11)? as u8),
-                },
-                bytes: b,
-                packets: p,
-            });
-        }
+        add_flow_row(flows.entry(v[0].to_string()).or_default(), &v)?;
     }
     let mut v: Vec<Stored> = out.into_values().collect();
     for st in &mut v {
@@ -403,4 +429,104 @@ pub fn probes(c: &Client) -> Result<Vec<ProbeInfo>, StoreError> {
         out.push((name, u(f.next())?, u(f.next())?, u(f.next())?, u(f.next())?));
     }
     Ok(out)
+}
+
+/// The summaries of `probes` starting in `[from_ns, to_ns)` added up per
+/// bucket of `step_ns` at the server: one summary per bucket that has any
+/// (entries and flows of equal keys summed, from its first start to its
+/// last end), and how many summaries went in. Each summary is counted once
+/// (grouped by id first) and only if its `summaries` row is there.
+pub fn read_bucketed(
+    c: &Client,
+    probes: &[String],
+    from_ns: u64,
+    to_ns: u64,
+    step_ns: u64,
+) -> Result<(Vec<Summary>, usize), StoreError> {
+    let w = filter(probes, from_ns, to_ns)?;
+    let step = step_ns.max(1);
+    let b = |col: &str| format!("intDiv({col} - {from_ns}, {step})");
+    let heads = c.execute(&format!(
+        "SELECT {} AS b, count(), min(s), max(e), sum(nb), sum(np) FROM (SELECT id, any(start_ns) AS s, \
+         any(end_ns) AS e, any(non_ip_bytes) AS nb, any(non_ip_packets) AS np FROM summaries WHERE {w} GROUP BY id) \
+         GROUP BY b ORDER BY b FORMAT TabSeparated",
+        b("s")
+    ))?;
+    let mut buckets: BTreeMap<u64, Summary> = BTreeMap::new();
+    let mut count = 0usize;
+    for line in heads.lines() {
+        let mut f = line.split('\t');
+        let k = u(f.next())?;
+        count += u(f.next())? as usize;
+        let mut s = Summary::empty(u(f.next())?, u(f.next())?, Metric::Either, 1.0);
+        for sec in &mut s.sections {
+            sec.entries.clear();
+        }
+        s.non_ip_bytes = u(f.next())?;
+        s.non_ip_packets = u(f.next())?;
+        buckets.insert(k, s);
+    }
+    if buckets.is_empty() {
+        return Ok((Vec::new(), 0));
+    }
+    let ids = format!("id IN (SELECT id FROM summaries WHERE {w})");
+    let body = c.execute(&format!(
+        "SELECT b, view, key_hi, key_lo, len, sum(bb), sum(pp) FROM (SELECT {} AS b, view, key_hi, key_lo, len, \
+         any(bytes) AS bb, any(packets) AS pp FROM entries WHERE {w} AND {ids} GROUP BY id, view, key_hi, key_lo, len) \
+         GROUP BY b, view, key_hi, key_lo, len ORDER BY b, view, key_hi, key_lo, len FORMAT TabSeparated",
+        b("any(start_ns)")
+    ))?;
+    for line in body.lines() {
+        let mut f = line.split('\t');
+        let Some(s) = buckets.get_mut(&u(f.next())?) else {
+            continue;
+        };
+        let view = u(f.next())? as usize;
+        let key = (u128::from(u(f.next())?) << 64) | u128::from(u(f.next())?);
+        let len = u(f.next())? as u8;
+        let (bytes, packets) = (u(f.next())?, u(f.next())?);
+        let Some(sec) = s.sections.get_mut(view) else {
+            continue;
+        };
+        sec.entries.push(Entry {
+            prefix: Prefix::new(sec.kind.key_kind(), key, len),
+            bytes,
+            packets,
+        });
+    }
+    let cols = "src_hi, src_lo, src_len, dst_hi, dst_lo, dst_len, proto, sport, sport_len, dport, dport_len";
+    let body = c.execute(&format!(
+        "SELECT b, {cols}, sum(bb), sum(pp) FROM (SELECT {} AS b, {cols}, any(bytes) AS bb, any(packets) AS pp \
+         FROM flows WHERE {w} AND {ids} GROUP BY id, {cols}) GROUP BY b, {cols} ORDER BY b, {cols} FORMAT TabSeparated",
+        b("any(start_ns)")
+    ))?;
+    let mut flows: BTreeMap<u64, ByPair> = BTreeMap::new();
+    for line in body.lines() {
+        let v: Vec<&str> = line.split('\t').collect();
+        if v.len() != 14 {
+            continue;
+        }
+        add_flow_row(flows.entry(u(v.first().copied())?).or_default(), &v)?;
+    }
+    for (k, s) in &mut buckets {
+        for sec in &mut s.sections {
+            let (b, p) = sec
+                .entries
+                .iter()
+                .fold((0u64, 0u64), |a, e| (a.0 + e.bytes, a.1 + e.packets));
+            sec.bytes = b;
+            sec.packets = p;
+            if sec.entries.is_empty() {
+                sec.entries.push(Entry {
+                    prefix: Prefix::new(sec.kind.key_kind(), 0, 0),
+                    bytes: 0,
+                    packets: 0,
+                });
+            }
+        }
+        if let Some(fl) = flows.remove(k) {
+            s.flows = fl.into_values().collect();
+        }
+    }
+    Ok((buckets.into_values().collect(), count))
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use aguri::Summary;
-use webview::{Catalog, DataSource, LevelInfo, SourceError};
+use webview::{Bucketed, Catalog, DataSource, LevelInfo, SourceError};
 
 use crate::client::Client;
 use crate::schema;
@@ -62,5 +62,22 @@ impl DataSource for StoreSource {
     ) -> Result<Vec<Arc<Summary>>, SourceError> {
         let v = schema::read(&self.client, probes, from_ns, to_ns).map_err(err)?;
         Ok(v.into_iter().map(|s| Arc::new(s.summary)).collect())
+    }
+
+    /// The server adds up each bucket's summaries (what crosses the
+    /// network is a bucket's sums, not every summary's rows).
+    fn bucketed(
+        &self,
+        probes: &[String],
+        from_ns: u64,
+        to_ns: u64,
+        step_ns: u64,
+    ) -> Result<Option<Bucketed>, SourceError> {
+        let (v, count) =
+            schema::read_bucketed(&self.client, probes, from_ns, to_ns, step_ns).map_err(err)?;
+        Ok(Some(Bucketed {
+            summaries: v.into_iter().map(Arc::new).collect(),
+            count,
+        }))
     }
 }

@@ -87,6 +87,9 @@ impl Spool {
     }
 }
 
+/// Spooled files sent in one round (one insert per table).
+const BATCH: usize = 256;
+
 /// What the sender has done and what waits.
 #[derive(Debug, Default)]
 pub struct SendStats {
@@ -152,27 +155,33 @@ fn send_loop(spool: &Spool, client: &Client, st: &SendStats, stop: &AtomicBool) 
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        for f in files {
+        // Up to BATCH files a round, in one insert per table.
+        for chunk in files.chunks(BATCH) {
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            let (probe, sums) = match Spool::read(&f) {
-                Ok(x) => x,
-                Err(e) => {
-                    // Not ours or damaged: set aside, said once.
-                    eprintln!("kansoku: {e}; moved aside as .bad");
-                    let _ = fs::rename(&f, f.with_extension("bad"));
-                    continue;
+            let mut read = Vec::with_capacity(chunk.len());
+            for f in chunk {
+                match Spool::read(f) {
+                    Ok((probe, sums)) => read.push((f, probe, sums)),
+                    Err(e) => {
+                        // Not ours or damaged: set aside, said once.
+                        eprintln!("kansoku: {e}; moved aside as .bad");
+                        let _ = fs::rename(f, f.with_extension("bad"));
+                    }
                 }
-            };
-            let result = sums
+            }
+            let batch: Vec<(&str, &Summary)> = read
                 .iter()
-                .try_for_each(|s| crate::schema::insert(client, &probe, s).map(|_| ()));
-            match result {
-                Ok(()) => {
-                    let _ = fs::remove_file(&f);
-                    st.sent.fetch_add(sums.len() as u64, Ordering::Relaxed);
-                    st.waiting.fetch_sub(1, Ordering::Relaxed);
+                .flat_map(|(_, p, sums)| sums.iter().map(move |s| (p.as_str(), s)))
+                .collect();
+            match crate::schema::insert_many(client, &batch) {
+                Ok(_) => {
+                    for (f, _, _) in &read {
+                        let _ = fs::remove_file(f);
+                    }
+                    st.sent.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    st.waiting.fetch_sub(read.len() as u64, Ordering::Relaxed);
                     if st.down.swap(false, Ordering::Relaxed) {
                         eprintln!(
                             "kansoku: the store is back at {}; sending what waited",

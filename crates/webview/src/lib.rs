@@ -26,5 +26,5 @@ pub mod source;
 pub mod view;
 
 pub use server::serve;
-pub use source::{Catalog, DataSource, DirSource, LevelInfo, MemorySource, SourceError};
+pub use source::{Bucketed, Catalog, DataSource, DirSource, LevelInfo, MemorySource, SourceError};
 pub use view::{answer, Query, ViewAnswer, ViewKind};

@@ -55,6 +55,15 @@ impl std::fmt::Display for SourceError {
 
 impl std::error::Error for SourceError {}
 
+/// The summaries of a range added up at the source, one per bucket that
+/// has any: each holds its bucket's entries (and flows) with equal keys
+/// summed, starts at its first summary's start and ends at its last one's
+/// end; `count` is how many summaries went in.
+pub struct Bucketed {
+    pub summaries: Vec<Arc<Summary>>,
+    pub count: usize,
+}
+
 /// A store of summaries the view can show.
 pub trait DataSource: Send + Sync + 'static {
     /// What the source holds now (summaries written since the last call
@@ -73,6 +82,20 @@ pub trait DataSource: Send + Sync + 'static {
         to_ns: u64,
         step_ns: u64,
     ) -> Result<Vec<Arc<Summary>>, SourceError>;
+
+    /// The same summaries added up per bucket of `step_ns` from `from_ns`
+    /// at the source (a database does it where the data is), if the source
+    /// can and every summary lies in one bucket; `None`: the view adds
+    /// them up itself. The view's answer is the same either way.
+    fn bucketed(
+        &self,
+        _probes: &[String],
+        _from_ns: u64,
+        _to_ns: u64,
+        _step_ns: u64,
+    ) -> Result<Option<Bucketed>, SourceError> {
+        Ok(None)
+    }
 }
 
 /// A directory of summary files, read again when files change.

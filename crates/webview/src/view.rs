@@ -329,9 +329,16 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
     if let Some(p) = q.probes.iter().find(|p| !cat.probes.contains(p)) {
         return Err(BadRequest::new(format!("probe: no probe '{p}' here")).into());
     }
-    let sums = src.summaries(&q.probes, from * NS, to * NS, step * NS)?;
+    let (sums, count) = match src.bucketed(&q.probes, from * NS, to * NS, step * NS)? {
+        Some(b) => (b.summaries, b.count),
+        None => {
+            let v = src.summaries(&q.probes, from * NS, to * NS, step * NS)?;
+            let n = v.len();
+            (v, n)
+        }
+    };
     let Some(kind) = q.view.section() else {
-        return answer_2d(q, &sums, (from, to, step, n), (first, last));
+        return answer_2d(q, &sums, (from, to, step, n), (first, last, count));
     };
     let key_kind = kind.key_kind();
     let within = |p: &Prefix| q.drill.is_none_or(|d| d.contains(p));
@@ -475,7 +482,7 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
         drill: q.drill.map(|d| d.to_string()),
         buckets: (0..n as u64).map(|i| from + i * step).collect(),
         covered,
-        summaries: sums.len(),
+        summaries: count,
         first,
         last,
         total,
@@ -518,7 +525,7 @@ fn answer_2d(
     q: &Query,
     sums: &[std::sync::Arc<aguri::Summary>],
     (from, to, step, n): (u64, u64, u64, usize),
-    (first, last): (u64, u64),
+    (first, last, count): (u64, u64, usize),
 ) -> Result<ViewAnswer, ViewError> {
     use aguri::flows2d::{Item, TwoD};
     let mut total = Count::default();
@@ -526,6 +533,7 @@ fn answer_2d(
     let mut covered = vec![false; n];
     let mut items: Vec<(usize, Item)> = Vec::new();
     let mut without = 0usize;
+    let mut flowless = vec![false; n];
     let bucket = |ns: u64| ((ns / NS).saturating_sub(from) / step) as usize;
     for s in sums {
         total.add(s.total_bytes(), s.total_packets());
@@ -535,7 +543,8 @@ fn answer_2d(
         for c in &mut covered[b0..=b1] {
             *c = true;
         }
-        if s.flows.is_empty() && s.sections[0].packets > 0 {
+        if s.flows.is_empty() && s.sections[0].packets > 0 && !flowless[b0] {
+            flowless[b0] = true;
             without += 1;
         }
         for f in &s.flows {
@@ -638,7 +647,7 @@ fn answer_2d(
         },
         buckets: (0..n as u64).map(|i| from + i * step).collect(),
         covered,
-        summaries: sums.len(),
+        summaries: count,
         first,
         last,
         total,
@@ -646,10 +655,7 @@ fn answer_2d(
         within,
         aggregates,
         note: (without > 0).then(|| {
-            format!(
-                "{without} of the {} summaries have no 2-D view (profile with --2d)",
-                sums.len()
-            )
+            format!("{without} of the {n} buckets hold summaries without a 2-D view (profile with --2d)")
         }),
     })
 }
