@@ -140,3 +140,36 @@ fn the_spool_keeps_what_the_store_cannot_take_and_sends_it_once() {
     assert_eq!(store::read(&c, &[], 0, u64::MAX).unwrap().len(), n);
     ch.kill();
 }
+
+#[test]
+fn a_store_answering_errors_keeps_the_summaries_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(ch) = ClickHouse::start(dir.path()) else {
+        return;
+    };
+    let c = ch.client();
+    store::init(&c).unwrap();
+    let spool = Arc::new(Spool::open(&dir.path().join("spool")).unwrap());
+    let sender = Sender::start(spool.clone(), c.clone());
+    // The table a summary is committed to goes away: every send fails.
+    c.execute("DROP TABLE summaries").unwrap();
+    let sums = summaries(5, 30);
+    for s in &sums {
+        spool.push("x", s).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        spool.pending().unwrap().len(),
+        sums.len(),
+        "nothing is lost"
+    );
+    assert!(sender.stats.down.load(std::sync::atomic::Ordering::Relaxed));
+    // Back: the spool drains, each summary once.
+    store::init(&c).unwrap();
+    assert_eq!(sender.finish(&spool, Duration::from_secs(60)), 0);
+    let back = store::read(&c, &[], 0, u64::MAX).unwrap();
+    assert_eq!(back.len(), sums.len());
+    for (b, s) in back.iter().zip(&sums) {
+        assert_eq!(b.summary, *s);
+    }
+}
