@@ -65,6 +65,10 @@ if ! python3 -c 'import scapy.layers.ipsec, cryptography' >/dev/null 2>&1; then
     python3 -m pip install -q scapy cryptography 2>/dev/null \
         || python3 -m pip install -q --break-system-packages scapy cryptography
 fi
+# chdb: a current ClickHouse engine (PyPI) the fleet store's schema and queries are also tested on.
+if ! python3 -c 'import chdb' >/dev/null 2>&1; then
+    python3 -m pip install -q chdb 2>/dev/null || python3 -m pip install -q --break-system-packages chdb
+fi
 # boringtun-cli: the userspace WireGuard the IPsec bench compares with.
 cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
 if ! command -v boringtun-cli >/dev/null 2>&1 && [ ! -x "$cargo_bin/boringtun-cli" ]; then

@@ -254,10 +254,24 @@ impl Client {
             head.push_str(&c.header());
         }
         head.push_str("\r\n");
-        s.write_all(head.as_bytes()).map_err(unreachable)?;
-        s.write_all(body).map_err(unreachable)?;
+        // A server that refuses a request (a wrong password) may answer and
+        // close before it has read the body: a failed write, or a reset
+        // after the answer, still leaves the answer to read.
+        let sent = s.write_all(head.as_bytes()).and_then(|_| s.write_all(body));
         let mut buf = Vec::new();
-        s.read_to_end(&mut buf).map_err(unreachable)?;
+        let mut chunk = [0u8; 64 * 1024];
+        let read = loop {
+            match s.read(&mut chunk) {
+                Ok(0) => break Ok(()),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        if buf.is_empty() {
+            sent.map_err(unreachable)?;
+            read.map_err(unreachable)?;
+        }
         let (code, text) = parse_answer(&buf)
             .ok_or_else(|| StoreError::Unreachable(format!("{}: not an HTTP answer", self.url)))?;
         match code {
@@ -288,8 +302,25 @@ pub fn parse_answer(buf: &[u8]) -> Option<(u16, String)> {
         h.name.eq_ignore_ascii_case("transfer-encoding")
             && String::from_utf8_lossy(h.value).contains("chunked")
     });
+    let length = resp
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .and_then(|h| {
+            std::str::from_utf8(h.value)
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        });
     let raw = &buf[n..];
-    let body = if chunked { dechunk(raw) } else { raw.to_vec() };
+    // A body cut short is no answer: the request is tried again.
+    let body = match (chunked, length) {
+        (true, _) => dechunk(raw)?,
+        (false, Some(len)) if raw.len() >= len => raw[..len].to_vec(),
+        (false, Some(_)) => return None,
+        (false, None) => raw.to_vec(),
+    };
     Some((code, String::from_utf8_lossy(&body).to_string()))
 }
 
@@ -299,23 +330,25 @@ fn first_line(t: &str) -> String {
     l.chars().take(300).collect()
 }
 
-/// A chunked body's data (ClickHouse answers SELECTs chunked).
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+/// A chunked body's data (ClickHouse answers SELECTs chunked); `None` if
+/// it is cut before its last, empty chunk.
+fn dechunk(mut raw: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size = std::str::from_utf8(&raw[..eol])
-            .ok()
-            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
-        let Some(size) = size else { break };
+        let size = std::str::from_utf8(&raw[..eol]).ok().and_then(|s| {
+            usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok()
+        })?;
         raw = &raw[eol + 2..];
-        if size == 0 || raw.len() < size {
-            out.extend_from_slice(&raw[..size.min(raw.len())]);
-            break;
+        if size == 0 {
+            return Some(out);
+        }
+        if raw.len() < size {
+            return None;
         }
         out.extend_from_slice(&raw[..size]);
-        raw = raw.get(size + 2..).unwrap_or(&[]);
+        raw = raw.get(size + 2..)?;
     }
-    out
+    None
 }
 
 #[cfg(test)]
@@ -350,6 +383,15 @@ mod tests {
         let c = Credentials::new("kansoku", "hunter2");
         assert!(!format!("{c:?}").contains("hunter2"));
         assert_eq!(encode("a b/'"), "a%20b%2F%27");
-        assert_eq!(dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"), b"abcde");
+        assert_eq!(
+            dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(),
+            b"abcde"
+        );
+        assert_eq!(dechunk(b"3\r\nabc\r\n2\r\nde"), None, "cut short");
+        assert!(parse_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc").is_none());
+        assert_eq!(
+            parse_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"),
+            Some((200, "abc".into()))
+        );
     }
 }
