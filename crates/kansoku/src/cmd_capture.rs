@@ -151,10 +151,17 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
             })?;
         }
     }
+    let mut fleet = None;
     if let (Some(cfg), Some(dir)) = (profile, args.profile.as_deref()) {
         // The summary directory is created after -Z, so that it belongs to
         // the user who writes the summaries into it.
-        let sink = SummarySink::Plain(SummaryWriter::dir(dir, pipeline::SummaryFormat::Kansoku)?);
+        let mut sink =
+            SummarySink::Plain(SummaryWriter::dir(dir, pipeline::SummaryFormat::Kansoku)?);
+        if let Some(url) = &args.store {
+            let (f, s) = crate::cmd_store::Fleet::start(url, &args.store_opts, sink)?;
+            sink = s;
+            fleet = Some(f);
+        }
         lanes[0].chain.stages.profile = Some(ProfileStage::new(cfg, sink)?);
     }
     let link_type = lanes[0].ring.link_type();
@@ -188,6 +195,9 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         reload,
     );
     finish(args, lanes, stats, &mut report)?;
+    if let Some(f) = fleet {
+        f.finish();
+    }
     Ok(report)
 }
 

@@ -10,16 +10,7 @@ use pipeline::{
     SummaryFormat, SummarySink, SummaryWriter, TraceSource,
 };
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use pipeline::{display_path, SummaryTee};
-use store::{Sender, Spool};
-
 use crate::cmd_store;
-
-/// How long a run waits at its end for the spool to drain into the store.
-const STORE_GRACE: Duration = Duration::from_secs(10);
 
 use crate::args::{MetricArg, ProfileArgs, SummaryFormatArg};
 use crate::progress::Progress;
@@ -71,32 +62,12 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         )?)),
         None => SummarySink::Plain(SummaryWriter::new(args.write.as_deref(), format)?),
     };
-    // The fleet store: every summary also to the spool, which a thread
-    // sends on; whatever the store cannot take waits there.
-    let mut stored = None;
+    // The fleet store: every summary also to the spool.
+    let mut fleet = None;
     if let Some(url) = &args.store {
-        let o = &args.store_opts;
-        let c = cmd_store::client(url, o.store_credentials.as_deref())?;
-        let probe = o.probe.clone().unwrap_or_else(cmd_store::default_probe);
-        if !store::valid_name(&probe) {
-            return Err(Error::usage(format!(
-                "--probe {probe:?}: letters, digits, _, - and ., at most 64"
-            )));
-        }
-        if let Err(e) = store::schema::check(&c) {
-            eprintln!("kansoku: {e}; summaries wait in the spool until it answers");
-        }
-        let dir = cmd_store::spool_dir(o.spool.as_deref());
-        let spool = Arc::new(Spool::open(&dir).map_err(|e| Error::output(display_path(&dir), &e))?);
-        let sender = Sender::start(spool.clone(), c);
-        let (sp, shown) = (spool.clone(), display_path(&dir));
-        let tee: SummaryTee = Box::new(move |s| {
-            sp.push(&probe, s)
-                .map(|_| ())
-                .map_err(|e| Error::output(format!("the spool {shown}"), &e))
-        });
-        sink = SummarySink::Tee(Box::new(sink), tee);
-        stored = Some((spool, sender, dir));
+        let (f, s) = cmd_store::Fleet::start(url, &args.store_opts, sink)?;
+        sink = s;
+        fleet = Some(f);
     }
     if !args.merge.is_empty() {
         let mut summaries = read_summaries(&args.merge)?;
@@ -141,18 +112,8 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
             report.failed(e);
         }
     }
-    if let Some((spool, sender, dir)) = stored {
-        let stats = sender.stats.clone();
-        let left = sender.finish(&spool, STORE_GRACE);
-        let sent = stats.sent.load(std::sync::atomic::Ordering::Relaxed);
-        if left > 0 {
-            eprintln!(
-                "kansoku: {left} summaries wait in the spool {}; a later run with --store sends them",
-                display_path(&dir)
-            );
-        } else {
-            eprintln!("kansoku: sent {sent} summaries to the store");
-        }
+    if let Some(f) = fleet {
+        f.finish();
     }
     Ok(report)
 }

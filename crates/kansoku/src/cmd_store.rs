@@ -2,11 +2,72 @@
 //! the glue `profile --store` and `web --store` share.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-use pipeline::{display_path, Error, Report};
-use store::{Client, Credentials, StoreError, StoreUrl};
+use pipeline::{display_path, Error, Report, SummarySink, SummaryTee};
+use store::{Client, Credentials, Sender, Spool, StoreError, StoreUrl};
 
-use crate::args::{StoreAction, StoreArgs};
+use crate::args::{StoreAction, StoreArgs, StoreOpts};
+
+/// How long a run waits at its end for the spool to drain into the store.
+const STORE_GRACE: Duration = Duration::from_secs(10);
+
+/// A run's link to the fleet store: every summary goes to the spool, which
+/// a thread sends on; whatever the store cannot take waits there.
+pub struct Fleet {
+    spool: Arc<Spool>,
+    sender: Sender,
+    dir: PathBuf,
+}
+
+impl Fleet {
+    /// Wraps `sink` so that its summaries also go to the store at `url`.
+    pub fn start(
+        url: &str,
+        o: &StoreOpts,
+        sink: SummarySink,
+    ) -> pipeline::Result<(Fleet, SummarySink)> {
+        let c = client(url, o.store_credentials.as_deref())?;
+        let probe = o.probe.clone().unwrap_or_else(default_probe);
+        if !store::valid_name(&probe) {
+            return Err(Error::usage(format!(
+                "--probe {probe:?}: letters, digits, _, - and ., at most 64"
+            )));
+        }
+        if let Err(e) = store::schema::check(&c) {
+            eprintln!("kansoku: {e}; summaries wait in the spool until it answers");
+        }
+        let dir = spool_dir(o.spool.as_deref());
+        let spool = Arc::new(Spool::open(&dir).map_err(|e| Error::output(display_path(&dir), &e))?);
+        let sender = Sender::start(spool.clone(), c);
+        let (sp, shown) = (spool.clone(), display_path(&dir));
+        let tee: SummaryTee = Box::new(move |s| {
+            sp.push(&probe, s)
+                .map(|_| ())
+                .map_err(|e| Error::output(format!("the spool {shown}"), &e))
+        });
+        Ok((
+            Fleet { spool, sender, dir },
+            SummarySink::Tee(Box::new(sink), tee),
+        ))
+    }
+
+    /// Waits a little for the spool to drain and says what was sent or waits.
+    pub fn finish(self) {
+        let stats = self.sender.stats.clone();
+        let left = self.sender.finish(&self.spool, STORE_GRACE);
+        let sent = stats.sent.load(std::sync::atomic::Ordering::Relaxed);
+        if left > 0 {
+            eprintln!(
+                "kansoku: {left} summaries wait in the spool {}; a later run with --store sends them",
+                display_path(&self.dir)
+            );
+        } else {
+            eprintln!("kansoku: sent {sent} summaries to the store");
+        }
+    }
+}
 
 /// A store error as the CLI reports it: usage and schema errors are
 /// usage errors (exit 2), the rest input errors.

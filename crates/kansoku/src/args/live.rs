@@ -60,6 +60,12 @@ pub struct CaptureArgs {
         requires = "profile"
     )]
     pub profile_threshold: f64,
+    /// Also send every --profile summary to a fleet store (`http://HOST:8123/DB`), through a spool (see
+    /// `kansoku profile --store`).
+    #[arg(long, value_name = "URL", requires = "profile")]
+    pub store: Option<String>,
+    #[command(flatten)]
+    pub store_opts: crate::args::StoreOpts,
     /// Spread packets over N rings by flow hash (PACKET_FANOUT), one thread and one output file each:
     /// -w FILE writes FILE.0, FILE.1, ...; statistics are summed. Needs -w FILE; not with -c or --profile.
     #[arg(long, value_name = "N", default_value_t = 1)]
