@@ -194,10 +194,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         signals::abort_flag(),
         reload,
     );
-    finish(args, lanes, stats, &mut report)?;
-    if let Some(f) = fleet {
-        f.finish();
-    }
+    finish(args, lanes, stats, fleet, &mut report)?;
     Ok(report)
 }
 
@@ -207,9 +204,18 @@ fn finish(
     args: &CaptureArgs,
     lanes: Vec<Lane<TpacketRing, Out>>,
     stats: CaptureStats,
+    fleet: Option<crate::cmd_store::Fleet>,
     report: &mut Report,
 ) -> pipeline::Result<()> {
-    let r = CaptureReport::close_lanes(&args.interface, lanes, &stats, report, Out::close);
+    let mut r = CaptureReport::close_lanes(&args.interface, lanes, &stats, report, Out::close);
+    // The last summaries are in the spool once the lanes are closed.
+    r.store = fleet.map(crate::cmd_store::Fleet::finish);
+    if let Some(c) = r.store.as_ref().filter(|c| c.waiting > 0 && !args.json) {
+        eprintln!(
+            "kansoku: {} summaries wait in the spool {}; a later run with --store sends them",
+            c.waiting, c.spool
+        );
+    }
     if signals::abort_flag().load(std::sync::atomic::Ordering::Relaxed) {
         eprintln!(
             "kansoku: aborted: the packets still queued were not written (counted as dropped by kansoku)"

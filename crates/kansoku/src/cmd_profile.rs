@@ -113,7 +113,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         }
     }
     if let Some(f) = fleet {
-        f.finish();
+        f.finish_and_say();
     }
     Ok(report)
 }

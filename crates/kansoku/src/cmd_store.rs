@@ -53,18 +53,27 @@ impl Fleet {
         ))
     }
 
-    /// Waits a little for the spool to drain and says what was sent or waits.
-    pub fn finish(self) {
+    /// Waits a little for the spool to drain; what was sent and what waits.
+    pub fn finish(self) -> pipeline::StoreCounts {
         let stats = self.sender.stats.clone();
-        let left = self.sender.finish(&self.spool, STORE_GRACE);
-        let sent = stats.sent.load(std::sync::atomic::Ordering::Relaxed);
-        if left > 0 {
+        let waiting = self.sender.finish(&self.spool, STORE_GRACE);
+        pipeline::StoreCounts {
+            sent: stats.sent.load(std::sync::atomic::Ordering::Relaxed),
+            waiting,
+            spool: display_path(&self.dir),
+        }
+    }
+
+    /// [`finish`](Self::finish), said on standard error.
+    pub fn finish_and_say(self) {
+        let c = self.finish();
+        if c.waiting > 0 {
             eprintln!(
-                "kansoku: {left} summaries wait in the spool {}; a later run with --store sends them",
-                display_path(&self.dir)
+                "kansoku: {} summaries wait in the spool {}; a later run with --store sends them",
+                c.waiting, c.spool
             );
         } else {
-            eprintln!("kansoku: sent {sent} summaries to the store");
+            eprintln!("kansoku: sent {} summaries to the store", c.sent);
         }
     }
 }

@@ -129,6 +129,14 @@ fn watch(lanes: &[LiveStats], signal: &AtomicBool, stop: &AtomicBool, done: &Ato
     }
 }
 
+/// A run's summaries in the fleet store: sent, and waiting in the spool.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StoreCounts {
+    pub sent: u64,
+    pub waiting: u64,
+    pub spool: String,
+}
+
 /// The accounting of a capture, as `kansoku capture --json` prints it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CaptureReport {
@@ -159,6 +167,10 @@ pub struct CaptureReport {
     pub profile_summaries: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<SinkSummary>,
+    /// With --store: summaries sent to the fleet store, and those that wait
+    /// in the spool for a later run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreCounts>,
     /// With --rules: what each rule set counted, one per generation of the
     /// rule file (0: the rules the capture started with; one more per
     /// reload on SIGHUP), summed over the rings.

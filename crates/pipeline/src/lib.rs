@@ -32,7 +32,7 @@ pub mod sink;
 pub mod source;
 pub mod stage;
 
-pub use capture::{run_lanes, CaptureReport, Lane};
+pub use capture::{run_lanes, CaptureReport, Lane, StoreCounts};
 pub use chain::{Chain, ChainCounts};
 pub use error::{clip_long_words, display_path, Error, ErrorKind, ExitCode, Result};
 pub use ipsec_run::{load_sa, Direction, IpsecCounts, IpsecRun};
