@@ -11,6 +11,19 @@ use std::time::{Duration, Instant};
 
 use crate::{Client, Credentials, StoreUrl};
 
+/// `clickhouse-server` on the PATH, or in /usr/sbin (where Debian puts it,
+/// which a PATH may lack).
+fn server_program() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|d| d.join("clickhouse-server"))
+        .find(|p| p.is_file())
+}
+
 /// The test user's password.
 pub const PASSWORD: &str = "pa55-w0rd";
 
@@ -33,10 +46,7 @@ pub struct ClickHouse {
 impl ClickHouse {
     /// None where there is no clickhouse-server (a failure under CI).
     pub fn start(dir: &Path) -> Option<ClickHouse> {
-        let have = Command::new("sh")
-            .args(["-c", "command -v clickhouse-server"])
-            .output()
-            .is_ok_and(|o| o.status.success());
+        let have = server_program().is_some();
         if !have {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -77,7 +87,7 @@ impl ClickHouse {
 
     /// Starts (again) the server and waits until it answers.
     pub fn run(&mut self) {
-        let child = Command::new("clickhouse-server")
+        let child = Command::new(server_program().unwrap_or_else(|| "clickhouse-server".into()))
             .arg(format!("--config-file={}/config.xml", self.dir.display()))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
