@@ -124,7 +124,17 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
     };
     let c = client(url, args.store_credentials.as_deref())?;
     match &args.action {
-        StoreAction::Init => {
+        StoreAction::Init {
+            distributed: Some(cluster),
+            local: Some(local),
+        } => {
+            store::schema::init_distributed(&c, cluster, local).map_err(error)?;
+            eprintln!(
+                "kansoku: {} holds Distributed tables over {local} on cluster {cluster}",
+                c.url
+            );
+        }
+        StoreAction::Init { .. } => {
             store::init(&c).map_err(error)?;
             eprintln!(
                 "kansoku: {} has kansoku's schema version {}",

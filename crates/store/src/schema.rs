@@ -72,6 +72,42 @@ pub fn init(c: &Client) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Makes the connected server the entry to a cluster (`kansoku store init
+/// --distributed CLUSTER --local DB`): in the URL's database, a
+/// `schema_version` of its own and `Distributed` tables over `local` (the
+/// database `init` made on every shard), sharded by the summary id, so a
+/// summary's rows all land on one shard and every query stays exact.
+pub fn init_distributed(c: &Client, cluster: &str, local: &str) -> Result<(), StoreError> {
+    for n in [cluster, local] {
+        if !valid_name(n) || n.contains('.') {
+            return Err(StoreError::Usage(format!(
+                "{n:?}: a cluster or database is letters, digits, _ and -"
+            )));
+        }
+    }
+    let db = &c.url.database;
+    if db == local {
+        return Err(StoreError::Usage(
+            "the Distributed tables need a database of their own, not the shards' one".into(),
+        ));
+    }
+    c.execute_bare(&format!("CREATE DATABASE IF NOT EXISTS {db}"))?;
+    c.execute_bare(&format!(
+        "CREATE TABLE IF NOT EXISTS {db}.schema_version (version UInt32) ENGINE = TinyLog"
+    ))?;
+    for t in ["summaries", "entries", "flows"] {
+        c.execute_bare(&format!(
+            "CREATE TABLE IF NOT EXISTS {db}.{t} AS {local}.{t} \
+             ENGINE = Distributed({cluster}, {local}, {t}, cityHash64(id))"
+        ))?;
+    }
+    let have = c.execute("SELECT count() FROM schema_version")?;
+    if have.trim() == "0" {
+        c.insert("schema_version", format!("{SCHEMA_VERSION}\n").as_bytes())?;
+    }
+    check(c)
+}
+
 /// Checks the store is initialized with this schema.
 pub fn check(c: &Client) -> Result<(), StoreError> {
     match c.execute("SELECT max(version) FROM schema_version") {

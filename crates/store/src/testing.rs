@@ -24,6 +24,19 @@ fn server_program() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Whether clickhouse-server is here; under CI its absence is a failure.
+fn available() -> bool {
+    let have = server_program().is_some();
+    if !have {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "clickhouse-server is missing under CI: scripts/install-deps.sh installs it"
+        );
+        eprintln!("skipped: no clickhouse-server here");
+    }
+    have
+}
+
 /// The test user's password.
 pub const PASSWORD: &str = "pa55-w0rd";
 
@@ -46,16 +59,47 @@ pub struct ClickHouse {
 impl ClickHouse {
     /// None where there is no clickhouse-server (a failure under CI).
     pub fn start(dir: &Path) -> Option<ClickHouse> {
-        let have = server_program().is_some();
-        if !have {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "clickhouse-server is missing under CI: scripts/install-deps.sh installs it"
-            );
-            eprintln!("skipped: no clickhouse-server here");
+        if !available() {
             return None;
         }
-        let (http, tcp) = (free_port(), free_port());
+        let mut ch = ClickHouse::configure(dir, free_port(), free_port(), "");
+        ch.run();
+        Some(ch)
+    }
+
+    /// Two servers as the two shards of cluster `fleet` (each knows both;
+    /// inserts into a Distributed table reach the shards before they
+    /// return), in `dir/a` and `dir/b`.
+    pub fn start_cluster(dir: &Path) -> Option<(ClickHouse, ClickHouse)> {
+        if !available() {
+            return None;
+        }
+        let ports = [(free_port(), free_port()), (free_port(), free_port())];
+        let shard = |tcp: u16| {
+            format!(
+                "<shard><replica><host>127.0.0.1</host><port>{tcp}</port><user>kansoku</user>\
+                 <password>{PASSWORD}</password></replica></shard>"
+            )
+        };
+        let remote = format!(
+            "<remote_servers><fleet>{}{}</fleet></remote_servers>",
+            shard(ports[0].1),
+            shard(ports[1].1)
+        );
+        let mut v = Vec::new();
+        for (name, (http, tcp)) in ["a", "b"].into_iter().zip(ports) {
+            let d = dir.join(name);
+            let _ = std::fs::create_dir_all(&d);
+            let mut ch = ClickHouse::configure(&d, http, tcp, &remote);
+            ch.run();
+            v.push(ch);
+        }
+        let b = v.pop()?;
+        let a = v.pop()?;
+        Some((a, b))
+    }
+
+    fn configure(dir: &Path, http: u16, tcp: u16, extra: &str) -> ClickHouse {
         let d = dir.display();
         std::fs::write(
             dir.join("config.xml"),
@@ -65,24 +109,22 @@ impl ClickHouse {
                  <listen_host>127.0.0.1</listen_host><path>{d}/data/</path><tmp_path>{d}/tmp/</tmp_path>\
                  <user_files_path>{d}/files/</user_files_path><users_config>{d}/users.xml</users_config>\
                  <default_profile>default</default_profile><default_database>default</default_database>\
-                 <mark_cache_size>1073741824</mark_cache_size></yandex>"
+                 <mark_cache_size>1073741824</mark_cache_size>{extra}</yandex>"
             ),
         )
         .unwrap();
         std::fs::write(
             dir.join("users.xml"),
-            format!("<?xml version=\"1.0\"?><yandex><profiles><default/></profiles><users><kansoku>\
-             <password>{PASSWORD}</password><networks><ip>127.0.0.1</ip></networks><profile>default</profile>\
-             <quota>default</quota></kansoku></users><quotas><default/></quotas></yandex>"),
+            format!("<?xml version=\"1.0\"?><yandex><profiles><default><insert_distributed_sync>1</insert_distributed_sync>\
+             </default></profiles><users><kansoku><password>{PASSWORD}</password><networks><ip>127.0.0.1</ip></networks>\
+             <profile>default</profile><quota>default</quota></kansoku></users><quotas><default/></quotas></yandex>"),
         )
         .unwrap();
-        let mut ch = ClickHouse {
+        ClickHouse {
             dir: dir.to_path_buf(),
             http,
             child: None,
-        };
-        ch.run();
-        Some(ch)
+        }
     }
 
     /// Starts (again) the server and waits until it answers.

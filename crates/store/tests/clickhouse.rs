@@ -173,3 +173,60 @@ fn a_store_answering_errors_keeps_the_summaries_waiting() {
         assert_eq!(b.summary, *s);
     }
 }
+
+/// Two ClickHouse servers as two shards of one cluster: Distributed tables
+/// on the first, sharded by summary id; every summary is read back exact
+/// and once, and both shards hold some.
+#[test]
+fn a_two_shard_cluster_holds_the_summaries_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((a, b)) = ClickHouse::start_cluster(dir.path()) else {
+        return;
+    };
+    let on = |ch: &ClickHouse, db: &str| {
+        let mut url = ch.url();
+        url.database = db.to_string();
+        Client::new(
+            url,
+            Some(Credentials::new("kansoku", store::testing::PASSWORD)),
+        )
+    };
+    for ch in [&a, &b] {
+        store::init(&on(ch, "fleet_local")).unwrap();
+    }
+    let entry = on(&a, "fleet");
+    store::schema::init_distributed(&entry, "fleet", "fleet_local").unwrap();
+    // Names are checked; the shards' database is not the entry's.
+    assert!(store::schema::init_distributed(&entry, "fleet;DROP", "fleet_local").is_err());
+    assert!(
+        store::schema::init_distributed(&on(&a, "fleet_local"), "fleet", "fleet_local").is_err()
+    );
+    let mut all = Vec::new();
+    for (i, p) in ["p1", "p2", "p3"].iter().enumerate() {
+        for s in summaries(20 + i as u64, 10) {
+            store::insert(&entry, p, &s).unwrap();
+            all.push((p.to_string(), s));
+        }
+    }
+    store::insert(&entry, &all[0].0, &all[0].1).unwrap(); // twice
+    let back = store::read(&entry, &[], 0, u64::MAX).unwrap();
+    assert_eq!(back.len(), all.len());
+    for (p, s) in &all {
+        let got = back
+            .iter()
+            .find(|x| x.probe == *p && x.summary.start_ns == s.start_ns)
+            .unwrap();
+        assert_eq!(got.summary, *s);
+    }
+    let count = |ch: &ClickHouse| -> u64 {
+        on(ch, "fleet_local")
+            .execute("SELECT uniqExact(id) FROM summaries")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (na, nb) = (count(&a), count(&b));
+    assert!(na > 0 && nb > 0, "{na} {nb}");
+    assert_eq!(na + nb, all.len() as u64);
+}

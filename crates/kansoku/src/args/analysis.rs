@@ -248,7 +248,15 @@ pub struct StoreArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum StoreAction {
     /// Create the database and the tables (idempotent; refuses a store of another schema version).
-    Init,
+    Init {
+        /// Make this server the entry to cluster CLUSTER: Distributed tables over --local DB (which `store init`
+        /// made on every shard), sharded by summary id.
+        #[arg(long, value_name = "CLUSTER", requires = "local")]
+        distributed: Option<String>,
+        /// The shards' database, with --distributed.
+        #[arg(long, value_name = "DB")]
+        local: Option<String>,
+    },
     /// The probes in the store: summaries, first and last times.
     Status,
     /// Write the store's summaries out as files, DIR/PROBE/YYYYMMDD.HHMMSS.agr.
