@@ -162,10 +162,9 @@ pub struct Item {
 impl Flow {
     /// The flow as items: one per protocol entry, and the rest unknown.
     pub fn items(&self) -> impl Iterator<Item = Item> + '_ {
-        let (b, p) = self
-            .protos
-            .iter()
-            .fold((0u64, 0u64), |a, e| (a.0 + e.bytes, a.1 + e.packets));
+        let (b, p) = self.protos.iter().fold((0u64, 0u64), |a, e| {
+            (a.0.saturating_add(e.bytes), a.1.saturating_add(e.packets))
+        });
         let rest = Item {
             src: self.src,
             dst: self.dst,
@@ -318,8 +317,8 @@ impl PairTable {
             lens: [128, 128, 16, 16],
         });
         let c = self.map.entry(k).or_insert((0, 0));
-        c.0 += bytes;
-        c.1 += packets;
+        c.0 = c.0.saturating_add(bytes);
+        c.1 = c.1.saturating_add(packets);
         if self.map.len() > self.budget {
             self.coarsen();
         }
@@ -335,8 +334,8 @@ impl PairTable {
                 std::collections::HashMap::with_capacity_and_hasher(old.len(), Mix::default());
             for (k, (b, p)) in old {
                 let c = map.entry(self.key_at(k)).or_insert((0u64, 0u64));
-                c.0 += b;
-                c.1 += p;
+                c.0 = c.0.saturating_add(b);
+                c.1 = c.1.saturating_add(p);
             }
             self.map = map;
         }
@@ -414,7 +413,7 @@ pub fn aggregate(
     metric: crate::tree::Metric,
     percent: f64,
 ) -> Vec<Flow> {
-    TwoD::build(items, src_aggs, dst_aggs, &[], metric, percent).flows
+    TwoD::build(items, src_aggs, dst_aggs, (&[], &[]), metric, percent).flows
 }
 
 /// One side of the 2-D view: the aggregates, sorted, with their parents.
@@ -477,19 +476,19 @@ pub struct TwoD {
 }
 
 impl TwoD {
-    /// As [`aggregate`]; `roots` are prefixes above which nothing folds
-    /// (a drilled-into source and destination).
+    /// As [`aggregate`]; `roots` are the source and the destination
+    /// prefixes above which nothing folds (a drilled-into flow's).
     pub fn build(
         items: impl IntoIterator<Item = Item>,
         src_aggs: &[Prefix],
         dst_aggs: &[Prefix],
-        roots: &[Prefix],
+        roots: (&[Prefix], &[Prefix]),
         metric: crate::tree::Metric,
         percent: f64,
     ) -> TwoD {
         use std::collections::HashMap;
-        let src = Side::new(src_aggs, roots);
-        let dst = Side::new(dst_aggs, roots);
+        let src = Side::new(src_aggs, roots.0);
+        let dst = Side::new(dst_aggs, roots.1);
         type Protos = HashMap<Option<ProtoSpec>, (u64, u64), Mix>;
         let mut cells: HashMap<(usize, usize), (u64, u64, Protos), Mix> = HashMap::default();
         let (mut tb, mut tp) = (0u64, 0u64);
@@ -506,11 +505,11 @@ impl TwoD {
             let c = cells
                 .entry(key)
                 .or_insert_with(|| (0, 0, Protos::default()));
-            c.0 += it.bytes;
-            c.1 += it.packets;
+            c.0 = c.0.saturating_add(it.bytes);
+            c.1 = c.1.saturating_add(it.packets);
             let e = c.2.entry(it.spec).or_insert((0, 0));
-            e.0 += it.bytes;
-            e.1 += it.packets;
+            e.0 = e.0.saturating_add(it.bytes);
+            e.1 = e.1.saturating_add(it.packets);
         }
         // Where each cell went (itself if kept).
         let mut moved: HashMap<(usize, usize), (usize, usize), Mix> = HashMap::default();
@@ -543,12 +542,12 @@ impl TwoD {
                 moved.insert((s, d), to);
                 let fresh = !cells.contains_key(&to);
                 let t = cells.entry(to).or_insert_with(|| (0, 0, Protos::default()));
-                t.0 += b;
-                t.1 += p;
+                t.0 = t.0.saturating_add(b);
+                t.1 = t.1.saturating_add(p);
                 for (k, (x, y)) in protos {
                     let e = t.2.entry(k).or_insert((0, 0));
-                    e.0 += x;
-                    e.1 += y;
+                    e.0 = e.0.saturating_add(x);
+                    e.1 = e.1.saturating_add(y);
                 }
                 if fresh {
                     by_depth[src.depth[to.0] + dst.depth[to.1]].push(to);
@@ -641,8 +640,8 @@ fn aggregate_protos(
     for (s, b, p) in &rest {
         for k in [side(s, true), side(s, false)] {
             let e = sums.entry(k).or_insert((0, 0));
-            e.0 += b;
-            e.1 += p;
+            e.0 = e.0.saturating_add(*b);
+            e.1 = e.1.saturating_add(*p);
         }
     }
     let mut groups: HashMap<ProtoSpec, (u64, u64), Mix> = HashMap::default();
@@ -650,8 +649,8 @@ fn aggregate_protos(
         let (a, z) = (side(&s, true), side(&s, false));
         let k = if sums[&a] >= sums[&z] { a } else { z };
         let e = groups.entry(k).or_insert((0, 0));
-        e.0 += b;
-        e.1 += p;
+        e.0 = e.0.saturating_add(b);
+        e.1 = e.1.saturating_add(p);
     }
     let mut protos: HashMap<ProtoSpec, (u64, u64), Mix> = HashMap::default();
     for (spec, (b, p)) in groups {
@@ -668,8 +667,8 @@ fn aggregate_protos(
                 dport: PortRange::ANY,
             };
             let e = protos.entry(k).or_insert((0, 0));
-            e.0 += b;
-            e.1 += p;
+            e.0 = e.0.saturating_add(b);
+            e.1 = e.1.saturating_add(p);
         }
     }
     for (spec, (b, p)) in protos {
@@ -681,6 +680,22 @@ fn aggregate_protos(
             });
         }
     }
+    // A spec can come out of two passes (an exact `6:*:80` kept, and small
+    // `6:1234:80`s grouped into `6:*:80`): one entry each.
+    let mut merged: HashMap<ProtoSpec, (u64, u64), Mix> = HashMap::default();
+    for e in out {
+        let m = merged.entry(e.spec).or_insert((0, 0));
+        m.0 = m.0.saturating_add(e.bytes);
+        m.1 = m.1.saturating_add(e.packets);
+    }
+    let mut out: Vec<ProtoEntry> = merged
+        .into_iter()
+        .map(|(spec, (bytes, packets))| ProtoEntry {
+            spec,
+            bytes,
+            packets,
+        })
+        .collect();
     out.sort_by(|a, b| (b.bytes, b.packets, a.spec).cmp(&(a.bytes, a.packets, b.spec)));
     out
 }

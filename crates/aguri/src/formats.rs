@@ -517,11 +517,17 @@ pub fn parse_aguri3(text: &str) -> Result<Vec<Summary>, ParseError> {
         };
         last = j + 1;
         let mut protos = Vec::new();
-        let mut rest = praw.trim();
-        let mut col = praw.len() - praw.trim_start().len() + 1;
         let (mut sb, mut sp) = (0u64, 0u64);
-        while let Some(open) = rest.strip_prefix('[') {
-            let Some((spec, tail)) = open.split_once(']') else {
+        // `[spec] b% p% ` entries: each parsed within its own piece of the
+        // line (linear in the line's length).
+        let lead = praw.len() - praw.trim_start().len();
+        let body = praw.trim();
+        if !body.is_empty() && !body.starts_with('[') {
+            return Err(perr(j + 1, lead + 1, "expected [PROTO:SPORT:DPORT] B% P%"));
+        }
+        let mut col = lead + 1;
+        for piece in body.split('[').skip(1) {
+            let Some((spec, tail)) = piece.split_once(']') else {
                 return Err(perr(
                     j + 1,
                     col,
@@ -531,14 +537,15 @@ pub fn parse_aguri3(text: &str) -> Result<Vec<Summary>, ParseError> {
             let parsed = parse_proto_spec(spec)
                 .ok_or_else(|| perr(j + 1, col + 1, format!("bad protocol '{spec}'")))?;
             let tt = tokens(tail);
+            if tt.len() != 2 {
+                return Err(perr(
+                    j + 1,
+                    col,
+                    "a protocol entry takes two shares (B% P%)",
+                ));
+            }
             let pct = |n: usize| -> Result<f64, ParseError> {
-                let (c, w) = tt.get(n).copied().ok_or_else(|| {
-                    perr(
-                        j + 1,
-                        col,
-                        "protocol entry lacks its shares (expected B% P%)",
-                    )
-                })?;
+                let (c, w) = tt[n];
                 w.strip_suffix('%')
                     .and_then(|x| x.parse::<f64>().ok())
                     .filter(|x| (0.0..=100.0).contains(x))
@@ -557,13 +564,7 @@ pub fn parse_aguri3(text: &str) -> Result<Vec<Summary>, ParseError> {
                 bytes: eb,
                 packets: ep,
             });
-            let used = tt.get(1).map_or(tail.len(), |&(c, w)| c - 1 + w.len());
-            let next = &tail[used..];
-            col += 1 + spec.len() + 1 + used + (next.len() - next.trim_start().len());
-            rest = next.trim_start();
-        }
-        if !rest.is_empty() {
-            return Err(perr(j + 1, col, "expected [PROTO:SPORT:DPORT] B% P%"));
+            col += 1 + piece.len();
         }
         if protos.len() == 1 && protos[0].spec.proto.is_none() && (sb, sp) == (bytes, packets) {
             protos.clear(); // "[*:*:*] 100.00% 100.00%": nothing known

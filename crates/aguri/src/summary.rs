@@ -851,7 +851,10 @@ fn parse_flow_line(p: &mut Partial, l: &str, line: usize) -> Result<(), ParseErr
             return Ok(());
         }
         let toks = tokens(rest);
-        let (mut sb, mut sp) = (0u64, 0u64);
+        // What the flow's protocol lines so far hold, this one's added below.
+        let (mut sb, mut sp) = f.protos.iter().fold((0u64, 0u64), |a, e| {
+            (a.0.saturating_add(e.bytes), a.1.saturating_add(e.packets))
+        });
         for chunk in toks.chunks(3) {
             let [(cs, spec), (cb, b), (cp, k)] = chunk else {
                 return Err(perr(
@@ -875,7 +878,7 @@ fn parse_flow_line(p: &mut Partial, l: &str, line: usize) -> Result<(), ParseErr
                 packets,
             });
         }
-        if sb > f.bytes || sp > f.packets {
+        if sb > f.bytes || sp > f.packets || sb == u64::MAX || sp == u64::MAX {
             return Err(perr(line, 2, "the protocols hold more than their flow"));
         }
         return Ok(());
@@ -1028,6 +1031,33 @@ mod tests {
             // caught by the totals; every cut is caught somehow.
             assert!(e.is_err(), "cut at line {cut} was accepted");
         }
+    }
+
+    #[test]
+    fn a_flow_whose_protocols_hold_more_than_it_is_refused() {
+        let mut s = Summary::empty(0, 1_000_000_000, Metric::Either, 1.0);
+        let root = Prefix::new(KeyKind::Address, 0, 0);
+        for sec in &mut s.sections {
+            sec.bytes = 100;
+            sec.packets = 1;
+            sec.entries[0].bytes = 100;
+            sec.entries[0].packets = 1;
+        }
+        s.flows.push(crate::flows2d::Flow {
+            src: root,
+            dst: root,
+            bytes: 100,
+            packets: 1,
+            protos: Vec::new(),
+        });
+        let text = s.to_string();
+        assert_eq!(parse_summaries(&text).unwrap()[0], s);
+        // Two protocol lines of 100 bytes each under a 100-byte flow.
+        let two = text.replace("\t-\n", "\t[6:80:*] 100 1\n\t[6:81:*] 100 1\n");
+        let e = parse_summaries(&two).unwrap_err();
+        assert!(e.message.contains("more than their flow"), "{e}");
+        let huge = text.replace("\t-\n", "\t[6:80:*] 18446744073709551615 0 [6:81:*] 1 0\n");
+        assert!(parse_summaries(&huge).is_err());
     }
 
     #[test]

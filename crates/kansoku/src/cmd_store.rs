@@ -164,13 +164,21 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
             let to_ns = to.map_or(u64::MAX, |t| t.saturating_mul(1_000_000_000));
             let v = store::read(&c, probes, from.saturating_mul(1_000_000_000), to_ns)
                 .map_err(error)?;
+            let mut written = std::collections::HashSet::new();
             for st in &v {
+                // Probe names were checked when read: never a path of their own.
                 let dir = write.join(&st.probe);
                 std::fs::create_dir_all(&dir).map_err(|e| Error::output(display_path(&dir), &e))?;
-                let f = dir.join(format!(
-                    "{}.agr",
-                    aguri::summary::file_stamp(st.summary.start_ns)
-                ));
+                // Two summaries starting in the same second get two files
+                // (a file from an earlier export is replaced).
+                let stamp = aguri::summary::file_stamp(st.summary.start_ns);
+                let mut f = dir.join(format!("{stamp}.agr"));
+                let mut k = 1;
+                while written.contains(&f) {
+                    f = dir.join(format!("{stamp}.{k}.agr"));
+                    k += 1;
+                }
+                written.insert(f.clone());
                 std::fs::write(&f, st.summary.to_string())
                     .map_err(|e| Error::output(display_path(&f), &e))?;
             }

@@ -18,6 +18,15 @@ pub struct StoreUrl {
     pub database: String,
 }
 
+/// A database or cluster name as it goes into a statement unquoted: a
+/// letter or `_`, then letters, digits and `_`; at most 64.
+pub fn valid_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 /// A database name, a probe name: letters, digits, `_`, `-`, `.`; 1 to 64
 /// of them, not starting with `.` or `-`. Such a name is safe inside single
 /// quotes or as an identifier in a statement.
@@ -47,10 +56,13 @@ impl StoreUrl {
         } else {
             db.trim_end_matches('/')
         };
-        if !valid_name(db) || db.contains('.') {
-            return Err(bad("a database is letters, digits, _ and -"));
+        if !valid_identifier(db) {
+            return Err(bad(
+                "a database is a letter or _, then letters, digits and _",
+            ));
         }
         let (host, port) = match hostport.rsplit_once(':') {
+            _ if hostport.starts_with('[') && hostport.ends_with(']') => (hostport, 8123),
             Some((h, p)) if !h.ends_with(':') || h.starts_with('[') => {
                 (h, p.parse::<u16>().map_err(|_| bad("bad port"))?)
             }
@@ -177,6 +189,9 @@ impl StoreError {
     }
 }
 
+/// The longest answer read (a view's query asks for far less).
+const MAX_ANSWER: usize = 2 << 30;
+
 /// A connection-per-request client.
 #[derive(Clone, Debug)]
 pub struct Client {
@@ -263,6 +278,12 @@ impl Client {
         let read = loop {
             match s.read(&mut chunk) {
                 Ok(0) => break Ok(()),
+                Ok(_) if buf.len() > MAX_ANSWER => {
+                    return Err(StoreError::Server(
+                        200,
+                        format!("an answer longer than {MAX_ANSWER} bytes: ask for less"),
+                    ))
+                }
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => break Err(e),
@@ -291,7 +312,7 @@ impl Client {
 /// An HTTP answer's status and body (dechunked, as text), or `None` if the
 /// bytes are not one.
 pub fn parse_answer(buf: &[u8]) -> Option<(u16, String)> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut headers = [httparse::EMPTY_HEADER; 128];
     let mut resp = httparse::Response::new(&mut headers);
     let n = match resp.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
@@ -364,6 +385,10 @@ mod tests {
         );
         assert_eq!(StoreUrl::parse("http://db").unwrap().port, 8123);
         assert_eq!(StoreUrl::parse("http://[::1]:9/x").unwrap().host, "::1");
+        assert_eq!(StoreUrl::parse("http://[::1]/x").unwrap().port, 8123);
+        assert!(
+            StoreUrl::parse("http://h/my-db").is_err() && StoreUrl::parse("http://h/2024").is_err()
+        );
         for bad in [
             "https://h/x",
             "http://u:p@h:1/x",

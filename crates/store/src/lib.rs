@@ -12,7 +12,7 @@ pub mod source;
 pub mod spool;
 pub mod testing;
 
-pub use client::{valid_name, Client, Credentials, StoreError, StoreUrl};
+pub use client::{valid_identifier, valid_name, Client, Credentials, StoreError, StoreUrl};
 pub use schema::{init, insert, insert_many, read, summary_id, Stored, SCHEMA_VERSION};
 pub use source::StoreSource;
 pub use spool::{SendStats, Sender, Spool};

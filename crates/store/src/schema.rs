@@ -79,11 +79,24 @@ pub fn init(c: &Client) -> Result<(), StoreError> {
 /// summary's rows all land on one shard and every query stays exact.
 pub fn init_distributed(c: &Client, cluster: &str, local: &str) -> Result<(), StoreError> {
     for n in [cluster, local] {
-        if !valid_name(n) || n.contains('.') {
+        if !crate::client::valid_identifier(n) {
             return Err(StoreError::Usage(format!(
-                "{n:?}: a cluster or database is letters, digits, _ and -"
+                "{n:?}: a cluster or database is a letter or _, then letters, digits and _"
             )));
         }
+    }
+    // A summary's rows must be on its shard before the spool lets it go:
+    // Distributed inserts are asynchronous unless the user's profile says.
+    let sync = c.execute_bare(
+        "SELECT value FROM system.settings WHERE name IN ('insert_distributed_sync', \
+         'distributed_foreground_insert') FORMAT TabSeparated",
+    )?;
+    if !sync.lines().any(|v| v.trim() == "1") {
+        return Err(StoreError::Usage(format!(
+            "{}: set insert_distributed_sync = 1 in the profile of kansoku's user, so that a summary is on its shard \
+             before the spool lets it go",
+            c.url
+        )));
     }
     let db = &c.url.database;
     if db == local {
@@ -349,13 +362,19 @@ pub fn read(
     let w = filter(probes, from_ns, to_ns)?;
     let heads = c.execute(&format!(
         "SELECT id, any(probe), any(start_ns), any(end_ns), any(metric), any(threshold), any(non_ip_bytes), \
-         any(non_ip_packets) FROM summaries WHERE {w} GROUP BY id FORMAT TabSeparated"
+         any(non_ip_packets), any(bytes), any(packets) FROM summaries WHERE {w} GROUP BY id FORMAT TabSeparated"
     ))?;
     let mut out: BTreeMap<String, Stored> = BTreeMap::new();
     for line in heads.lines() {
         let mut f = line.split('\t');
         let id = f.next().unwrap_or("").to_string();
         let probe = f.next().unwrap_or("").to_string();
+        if !valid_name(&probe) {
+            return Err(StoreError::Server(
+                200,
+                format!("the store holds a summary of a probe named {probe:?}, not a probe name"),
+            ));
+        }
         let start = u(f.next())?;
         let end = u(f.next())?;
         let metric = match f.next() {
@@ -370,6 +389,9 @@ pub fn read(
         }
         s.non_ip_bytes = u(f.next())?;
         s.non_ip_packets = u(f.next())?;
+        // The IP totals, which the entries read below must add up to.
+        s.sections[0].bytes = u(f.next())?;
+        s.sections[0].packets = u(f.next())?;
         out.insert(
             id.clone(),
             Stored {
@@ -412,18 +434,36 @@ pub fn read(
     let mut flows: HashMap<String, ByPair> = HashMap::new();
     for line in body.lines() {
         let v: Vec<&str> = line.split('\t').collect();
-        if v.len() != 14 || !out.contains_key(v[0]) {
+        if v.len() != 14 {
+            return Err(StoreError::Server(200, "a flows row does not read".into()));
+        }
+        if !out.contains_key(v[0]) {
             continue;
         }
         add_flow_row(flows.entry(v[0].to_string()).or_default(), &v)?;
     }
     let mut v: Vec<Stored> = out.into_values().collect();
     for st in &mut v {
+        let want = (st.summary.sections[0].bytes, st.summary.sections[0].packets);
         for sec in &mut st.summary.sections {
             let (b, p) = sec
                 .entries
                 .iter()
                 .fold((0u64, 0u64), |a, e| (a.0 + e.bytes, a.1 + e.packets));
+            if (b, p) != want {
+                return Err(StoreError::Server(
+                    200,
+                    format!(
+                        "summary {} ({}): its {} entries add up to {b} bytes {p} packets, its row says {} {} \
+                         (rows missing or corrupted in the store)",
+                        st.id,
+                        st.probe,
+                        sec.kind.name(),
+                        want.0,
+                        want.1
+                    ),
+                ));
+            }
             sec.bytes = b;
             sec.packets = p;
             if sec.entries.is_empty() {
@@ -540,7 +580,7 @@ pub fn read_bucketed(
     for line in body.lines() {
         let v: Vec<&str> = line.split('\t').collect();
         if v.len() != 14 {
-            continue;
+            return Err(StoreError::Server(200, "a flows row does not read".into()));
         }
         add_flow_row(flows.entry(u(v.first().copied())?).or_default(), &v)?;
     }

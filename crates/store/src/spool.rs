@@ -26,16 +26,12 @@ pub struct Spool {
 }
 
 impl Spool {
-    /// Opens (creating) `dir`; numbering continues after the files in it.
+    /// Opens (creating) `dir`.
     pub fn open(dir: &Path) -> std::io::Result<Spool> {
         fs::create_dir_all(dir)?;
-        let last = Spool::files_in(dir)?
-            .last()
-            .and_then(|p| p.file_stem()?.to_str()?.parse::<u64>().ok())
-            .unwrap_or(0);
         Ok(Spool {
             dir: dir.to_path_buf(),
-            next: Mutex::new(last + 1),
+            next: Mutex::new(0),
         })
     }
 
@@ -54,20 +50,28 @@ impl Spool {
         Spool::files_in(&self.dir)
     }
 
-    /// Adds a summary of `probe`; it is on disk when this returns.
+    /// Adds a summary of `probe`; it is on disk when this returns. Files are
+    /// named by the time, the process and a counter, so that runs sharing a
+    /// spool never take each other's names, and sort in the order made.
     pub fn push(&self, probe: &str, s: &Summary) -> std::io::Result<PathBuf> {
         let n = {
             let mut g = self
                 .next
                 .lock()
                 .map_err(|_| std::io::Error::other("spool lock"))?;
-            let n = *g;
-            *g += 1;
-            n
+            *g = g.wrapping_add(1);
+            *g
         };
-        let path = self.dir.join(format!("{n:020}.agr"));
-        let tmp = self.dir.join(format!("{n:020}.agr.tmp"));
-        let mut f = fs::File::create(&tmp)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let name = format!("{now:020}.{:010}.{n:010}", std::process::id());
+        let path = self.dir.join(format!("{name}.agr"));
+        let tmp = self.dir.join(format!("{name}.agr.tmp"));
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(format!("%%Probe: {probe}\n{s}").as_bytes())?;
         f.sync_all()?;
         fs::rename(&tmp, &path)?;
@@ -189,6 +193,14 @@ fn send_loop(spool: &Spool, client: &Client, st: &SendStats, stop: &AtomicBool) 
                         );
                     }
                     backoff = Duration::from_millis(100);
+                }
+                Err(crate::StoreError::Usage(m)) => {
+                    // A file the store can never take (a bad probe name):
+                    // set aside, said, and the rest go on.
+                    for (f, _, _) in &read {
+                        let _ = fs::rename(f, f.with_extension("bad"));
+                    }
+                    eprintln!("kansoku: {m}; moved aside as .bad");
                 }
                 Err(e) => {
                     if !st.down.swap(true, Ordering::Relaxed) {

@@ -302,8 +302,10 @@ fn step_at_least(s: u64) -> u64 {
 /// Answers `q` from `src` (whose catalog is `cat`).
 pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnswer, ViewError> {
     let finest = cat.levels.first().map_or(1, |l| l.interval_s.max(1));
-    let last = cat.last_ns.div_ceil(NS);
-    let first = cat.first_ns / NS;
+    // A stray file from the far future cannot move times past what the
+    // parameters allow (nor overflow them).
+    let last = cat.last_ns.div_ceil(NS).min(MAX_TIME_S);
+    let first = (cat.first_ns / NS).min(MAX_TIME_S - 1);
     let to = q.to.unwrap_or(last.max(1));
     let from = q.from.unwrap_or_else(|| {
         to.saturating_sub(86_400)
@@ -356,6 +358,9 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
     let mut tree = PatriciaTree::new(key_kind, DEFAULT_BUDGET, &pins);
     let mut total = Count::default();
     let mut non_ip = Count::default();
+    if !fits(&sums) {
+        return Err(ViewError::Source(SourceError(OVERFLOW.into())));
+    }
     for s in &sums {
         total.add(s.total_bytes(), s.total_packets());
         non_ip.add(s.non_ip_bytes, s.non_ip_packets);
@@ -493,6 +498,27 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
     })
 }
 
+const OVERFLOW: &str = "the summaries of the range count more than 64 bits hold";
+
+/// Whether the summaries' totals add up within 64 bits (each summary's
+/// entries add up to its totals, which its reader checked, so then no sum
+/// the view makes can overflow).
+fn fits(sums: &[std::sync::Arc<aguri::Summary>]) -> bool {
+    let mut t = (0u64, 0u64);
+    for s in sums {
+        let b = s.sections[0].bytes.checked_add(s.non_ip_bytes);
+        let p = s.sections[0].packets.checked_add(s.non_ip_packets);
+        match (
+            b.and_then(|b| t.0.checked_add(b)),
+            p.and_then(|p| t.1.checked_add(p)),
+        ) {
+            (Some(b), Some(p)) => t = (b, p),
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// An aggregate's per-bucket counts with 0 in covered buckets that had
 /// none, and their sums.
 fn series(
@@ -532,6 +558,9 @@ fn answer_2d(
     let mut non_ip = Count::default();
     let mut covered = vec![false; n];
     let mut items: Vec<(usize, Item)> = Vec::new();
+    if !fits(sums) {
+        return Err(ViewError::Source(SourceError(OVERFLOW.into())));
+    }
     let mut without = 0usize;
     let mut flowless = vec![false; n];
     let bucket = |ns: u64| ((ns / NS).saturating_sub(from) / step) as usize;
@@ -566,18 +595,21 @@ fn answer_2d(
             .map(|e| e.prefix)
             .collect()
     };
-    let build = |items: &[(usize, Item)], roots: &[Prefix]| {
-        let pin = |i: usize| roots.get(i).copied();
+    let build = |items: &[(usize, Item)], roots: Option<(Prefix, Prefix)>| {
+        let (rs, rd): (Vec<Prefix>, Vec<Prefix>) = match roots {
+            Some((s, d)) => (vec![s], vec![d]),
+            None => (Vec::new(), Vec::new()),
+        };
         TwoD::build(
             items.iter().map(|x| x.1),
-            &aggs(items, false, pin(0)),
-            &aggs(items, true, pin(1)),
-            roots,
+            &aggs(items, false, rs.first().copied()),
+            &aggs(items, true, rd.first().copied()),
+            (&rs, &rd),
             Metric::Either,
             q.threshold,
         )
     };
-    let top = build(&items, &[]);
+    let top = build(&items, None);
     let (view, items) = match (q.drill, q.drill_dst) {
         (Some(s), Some(d)) => {
             let kept: Vec<(usize, Item)> = items
@@ -588,7 +620,7 @@ fn answer_2d(
                     })
                 })
                 .collect();
-            (build(&kept, &[s, d]), kept)
+            (build(&kept, Some((s, d))), kept)
         }
         _ => (top, items),
     };
