@@ -245,9 +245,10 @@ impl DirSource {
         }
         let mut seen = HashMap::new();
         let mut problems = Vec::new();
+        let warned: std::collections::HashSet<String> = st.index.problems.iter().cloned().collect();
         let mut levels = Vec::new();
         for (name, files) in groups {
-            let mut all: Vec<Arc<Summary>> = Vec::new();
+            let mut all: Vec<(Arc<Summary>, PathBuf)> = Vec::new();
             for f in files {
                 let Ok(meta) = fs::metadata(&f) else { continue };
                 let stamp = (
@@ -269,12 +270,40 @@ impl DirSource {
                     }
                 };
                 match &cached.parsed {
-                    Ok(v) => all.extend(v.iter().cloned()),
+                    Ok(v) => all.extend(v.iter().map(|s| (s.clone(), f.clone()))),
                     Err(e) => problems.push(e.clone()),
                 }
                 seen.insert(f, cached);
             }
-            levels.extend(Level::of(name, all));
+            // Within a level, a summary overlapping an earlier one (a copy
+            // of a file, say) would count its time twice: it is left out,
+            // and said.
+            all.sort_by(|a, b| {
+                (a.0.start_ns, a.0.end_ns, &a.1).cmp(&(b.0.start_ns, b.0.end_ns, &b.1))
+            });
+            let mut kept: Vec<Arc<Summary>> = Vec::with_capacity(all.len());
+            let mut last: Option<(u64, PathBuf)> = None;
+            for (s, f) in all {
+                match &last {
+                    Some((end, prev)) if s.start_ns < *end => {
+                        let why = format!(
+                            "{}: a summary from {} overlaps one in {} (left out: each moment counts once)",
+                            f.display(),
+                            aguri::summary::format_time(s.start_ns),
+                            prev.display()
+                        );
+                        if !warned.contains(&why) {
+                            eprintln!("kansoku web: {why}");
+                        }
+                        problems.push(why);
+                    }
+                    _ => {
+                        last = Some((s.end_ns.max(s.start_ns + 1), f));
+                        kept.push(s);
+                    }
+                }
+            }
+            levels.extend(Level::of(name, kept));
         }
         levels.sort_by_key(|l| std::cmp::Reverse(l.interval_ns));
         st.files = seen;
@@ -446,6 +475,27 @@ mod tests {
         // A range within the second hour.
         let got = pick(&levels, 3600, 7200, 86_400);
         assert_eq!(got.len(), 1);
+    }
+
+    #[test]
+    fn a_copy_of_a_file_is_not_counted_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Summary::empty(0, 300_000_000_000, Metric::Either, 1.0);
+        let t = Summary::empty(300_000_000_000, 600_000_000_000, Metric::Either, 1.0);
+        fs::write(dir.path().join("a.agr"), s.to_string()).unwrap();
+        fs::write(dir.path().join("a.agr.bak"), s.to_string()).unwrap();
+        fs::write(dir.path().join("b.agr"), t.to_string()).unwrap();
+        let src = DirSource::open(dir.path()).unwrap();
+        let cat = src.catalog().unwrap();
+        assert_eq!(cat.levels[0].summaries, 2);
+        assert_eq!(cat.problems.len(), 1, "{:?}", cat.problems);
+        assert!(cat.problems[0].contains("a.agr.bak") && cat.problems[0].contains("overlaps"));
+        assert_eq!(
+            src.summaries(&[], 0, u64::MAX, 300_000_000_000)
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]
