@@ -18,6 +18,7 @@ use std::fmt::Write as _;
 
 use aguri::flows2d::{Flow, PortRange, ProtoEntry, ProtoSpec};
 use aguri::label::{KeyKind, Prefix};
+use aguri::summary::SectionKind;
 use aguri::{Entry, Metric, Summary};
 
 use crate::client::{valid_name, Client, StoreError};
@@ -295,6 +296,55 @@ fn u(t: Option<&str>) -> Result<u64, StoreError> {
         .ok_or_else(|| StoreError::Server(200, "a row the store returned does not read".into()))
 }
 
+/// A summary with times, metric and threshold, and no entries yet.
+fn blank(start_ns: u64, end_ns: u64, metric: Metric, threshold: f64) -> Summary {
+    let mut s = Summary::empty(start_ns, end_ns, metric, threshold);
+    for sec in &mut s.sections {
+        sec.entries.clear();
+    }
+    s
+}
+
+/// Adds an `entries` row (after its first column: view, key halves,
+/// length, bytes, packets) to its section of `s`.
+fn add_entry_row<'a>(
+    s: &mut Summary,
+    f: &mut impl Iterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let view = u(f.next())? as usize;
+    let key = (u128::from(u(f.next())?) << 64) | u128::from(u(f.next())?);
+    let len = u(f.next())? as u8;
+    let (bytes, packets) = (u(f.next())?, u(f.next())?);
+    if let Some(sec) = s.sections.get_mut(view) {
+        sec.entries.push(Entry {
+            prefix: Prefix::new(sec.kind.key_kind(), key, len),
+            bytes,
+            packets,
+        });
+    }
+    Ok(())
+}
+
+/// Sets each section's totals to what its entries add up to (giving an
+/// empty section its root) and returns them.
+fn seal(s: &mut Summary) -> [(u64, u64); 4] {
+    let mut sums = [(0, 0); 4];
+    for (sec, sum) in s.sections.iter_mut().zip(&mut sums) {
+        *sum = sec.entries.iter().fold((0u64, 0u64), |a, e| {
+            (a.0.saturating_add(e.bytes), a.1.saturating_add(e.packets))
+        });
+        (sec.bytes, sec.packets) = *sum;
+        if sec.entries.is_empty() {
+            sec.entries.push(Entry {
+                prefix: Prefix::new(sec.kind.key_kind(), 0, 0),
+                bytes: 0,
+                packets: 0,
+            });
+        }
+    }
+    sums
+}
+
 /// A summary's flows by source and destination.
 type ByPair = BTreeMap<(u128, u8, u128, u8), Flow>;
 
@@ -383,10 +433,7 @@ pub fn read(
             _ => Metric::Either,
         };
         let threshold: f64 = f.next().and_then(|x| x.parse().ok()).unwrap_or(1.0);
-        let mut s = Summary::empty(start, end, metric, threshold);
-        for sec in &mut s.sections {
-            sec.entries.clear();
-        }
+        let mut s = blank(start, end, metric, threshold);
         s.non_ip_bytes = u(f.next())?;
         s.non_ip_packets = u(f.next())?;
         // The IP totals, which the entries read below must add up to.
@@ -412,18 +459,7 @@ pub fn read(
         let mut f = line.split('\t');
         let id = f.next().unwrap_or("");
         let Some(st) = out.get_mut(id) else { continue };
-        let view = u(f.next())? as usize;
-        let key = (u128::from(u(f.next())?) << 64) | u128::from(u(f.next())?);
-        let len = u(f.next())? as u8;
-        let (b, p) = (u(f.next())?, u(f.next())?);
-        let Some(sec) = st.summary.sections.get_mut(view) else {
-            continue;
-        };
-        sec.entries.push(Entry {
-            prefix: Prefix::new(sec.kind.key_kind(), key, len),
-            bytes: b,
-            packets: p,
-        });
+        add_entry_row(&mut st.summary, &mut f)?;
     }
     let body = c.execute(&format!(
         "SELECT id, src_hi, src_lo, src_len, dst_hi, dst_lo, dst_len, proto, sport, sport_len, dport, dport_len, \
@@ -445,11 +481,7 @@ pub fn read(
     let mut v: Vec<Stored> = out.into_values().collect();
     for st in &mut v {
         let want = (st.summary.sections[0].bytes, st.summary.sections[0].packets);
-        for sec in &mut st.summary.sections {
-            let (b, p) = sec
-                .entries
-                .iter()
-                .fold((0u64, 0u64), |a, e| (a.0 + e.bytes, a.1 + e.packets));
+        for (kind, (b, p)) in SectionKind::ALL.into_iter().zip(seal(&mut st.summary)) {
             if (b, p) != want {
                 return Err(StoreError::Server(
                     200,
@@ -458,20 +490,11 @@ pub fn read(
                          (rows missing or corrupted in the store)",
                         st.id,
                         st.probe,
-                        sec.kind.name(),
+                        kind.name(),
                         want.0,
                         want.1
                     ),
                 ));
-            }
-            sec.bytes = b;
-            sec.packets = p;
-            if sec.entries.is_empty() {
-                sec.entries.push(Entry {
-                    prefix: Prefix::new(sec.kind.key_kind(), 0, 0),
-                    bytes: 0,
-                    packets: 0,
-                });
             }
         }
         if let Some(fl) = flows.remove(&st.id) {
@@ -534,10 +557,7 @@ pub fn read_bucketed(
         let mut f = line.split('\t');
         let k = u(f.next())?;
         count += u(f.next())? as usize;
-        let mut s = Summary::empty(u(f.next())?, u(f.next())?, Metric::Either, 1.0);
-        for sec in &mut s.sections {
-            sec.entries.clear();
-        }
+        let mut s = blank(u(f.next())?, u(f.next())?, Metric::Either, 1.0);
         s.non_ip_bytes = u(f.next())?;
         s.non_ip_packets = u(f.next())?;
         buckets.insert(k, s);
@@ -557,18 +577,7 @@ pub fn read_bucketed(
         let Some(s) = buckets.get_mut(&u(f.next())?) else {
             continue;
         };
-        let view = u(f.next())? as usize;
-        let key = (u128::from(u(f.next())?) << 64) | u128::from(u(f.next())?);
-        let len = u(f.next())? as u8;
-        let (bytes, packets) = (u(f.next())?, u(f.next())?);
-        let Some(sec) = s.sections.get_mut(view) else {
-            continue;
-        };
-        sec.entries.push(Entry {
-            prefix: Prefix::new(sec.kind.key_kind(), key, len),
-            bytes,
-            packets,
-        });
+        add_entry_row(s, &mut f)?;
     }
     let cols = "src_hi, src_lo, src_len, dst_hi, dst_lo, dst_len, proto, sport, sport_len, dport, dport_len";
     let body = c.execute(&format!(
@@ -585,21 +594,7 @@ pub fn read_bucketed(
         add_flow_row(flows.entry(u(v.first().copied())?).or_default(), &v)?;
     }
     for (k, s) in &mut buckets {
-        for sec in &mut s.sections {
-            let (b, p) = sec
-                .entries
-                .iter()
-                .fold((0u64, 0u64), |a, e| (a.0 + e.bytes, a.1 + e.packets));
-            sec.bytes = b;
-            sec.packets = p;
-            if sec.entries.is_empty() {
-                sec.entries.push(Entry {
-                    prefix: Prefix::new(sec.kind.key_kind(), 0, 0),
-                    bytes: 0,
-                    packets: 0,
-                });
-            }
-        }
+        seal(s);
         if let Some(fl) = flows.remove(k) {
             s.flows = fl.into_values().collect();
         }

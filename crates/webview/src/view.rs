@@ -420,13 +420,8 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
     let mut bytes = vec![vec![None::<u64>; n]; aggs.len()];
     let mut packets = vec![vec![None::<u64>; n]; aggs.len()];
     let mut covered = vec![false; n];
-    let bucket = |ns: u64| ((ns / NS).saturating_sub(from) / step) as usize;
     for s in &sums {
-        let b0 = bucket(s.start_ns).min(n - 1);
-        let b1 = bucket(s.end_ns.saturating_sub(1).max(s.start_ns)).min(n - 1);
-        for c in &mut covered[b0..=b1] {
-            *c = true;
-        }
+        let b0 = cover(s, (from, step), &mut covered);
         for e in &s.section(kind).entries {
             if !within(&e.prefix) || (e.bytes == 0 && e.packets == 0) {
                 continue;
@@ -498,6 +493,19 @@ pub fn answer(src: &dyn DataSource, cat: &Catalog, q: &Query) -> Result<ViewAnsw
     })
 }
 
+/// Marks the buckets (of `step` seconds from `from`) summary `s` covers;
+/// returns the one it starts in, where its counts go.
+fn cover(s: &aguri::Summary, (from, step): (u64, u64), covered: &mut [bool]) -> usize {
+    let last = covered.len().saturating_sub(1);
+    let bucket = |ns: u64| (((ns / NS).saturating_sub(from) / step) as usize).min(last);
+    let b0 = bucket(s.start_ns);
+    let b1 = bucket(s.end_ns.saturating_sub(1).max(s.start_ns));
+    for c in &mut covered[b0..=b1] {
+        *c = true;
+    }
+    b0
+}
+
 const OVERFLOW: &str = "the summaries of the range count more than 64 bits hold";
 
 /// Whether the summaries' totals add up within 64 bits (each summary's
@@ -563,15 +571,10 @@ fn answer_2d(
     }
     let mut without = 0usize;
     let mut flowless = vec![false; n];
-    let bucket = |ns: u64| ((ns / NS).saturating_sub(from) / step) as usize;
     for s in sums {
         total.add(s.total_bytes(), s.total_packets());
         non_ip.add(s.non_ip_bytes, s.non_ip_packets);
-        let b0 = bucket(s.start_ns).min(n - 1);
-        let b1 = bucket(s.end_ns.saturating_sub(1).max(s.start_ns)).min(n - 1);
-        for c in &mut covered[b0..=b1] {
-            *c = true;
-        }
+        let b0 = cover(s, (from, step), &mut covered);
         if s.flows.is_empty() && s.sections[0].packets > 0 && !flowless[b0] {
             flowless[b0] = true;
             without += 1;
