@@ -158,7 +158,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         let mut sink =
             SummarySink::Plain(SummaryWriter::dir(dir, pipeline::SummaryFormat::Kansoku)?);
         if let Some(url) = &args.store {
-            let (f, s) = crate::cmd_store::Fleet::start(url, &args.store_opts, sink)?;
+            let (f, s) = crate::fleet::Fleet::start(url, &args.store_opts, sink)?;
             sink = s;
             fleet = Some(f);
         }
@@ -204,12 +204,12 @@ fn finish(
     args: &CaptureArgs,
     lanes: Vec<Lane<TpacketRing, Out>>,
     stats: CaptureStats,
-    fleet: Option<crate::cmd_store::Fleet>,
+    fleet: Option<crate::fleet::Fleet>,
     report: &mut Report,
 ) -> pipeline::Result<()> {
     let mut r = CaptureReport::close_lanes(&args.interface, lanes, &stats, report, Out::close);
     // The last summaries are in the spool once the lanes are closed.
-    r.store = fleet.map(crate::cmd_store::Fleet::finish);
+    r.store = fleet.map(crate::fleet::Fleet::finish);
     if let Some(c) = r.store.as_ref().filter(|c| c.waiting > 0 && !args.json) {
         eprintln!(
             "kansoku: {} summaries wait in the spool {}; a later run with --store sends them",

@@ -10,7 +10,7 @@ use pipeline::{
     SummaryFormat, SummarySink, SummaryWriter, TraceSource,
 };
 
-use crate::cmd_store;
+use crate::fleet;
 
 use crate::args::{MetricArg, ProfileArgs, SummaryFormatArg};
 use crate::progress::Progress;
@@ -65,7 +65,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     // The fleet store: every summary also to the spool.
     let mut fleet = None;
     if let Some(url) = &args.store {
-        let (f, s) = cmd_store::Fleet::start(url, &args.store_opts, sink)?;
+        let (f, s) = fleet::Fleet::start(url, &args.store_opts, sink)?;
         sink = s;
         fleet = Some(f);
     }

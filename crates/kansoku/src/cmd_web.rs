@@ -8,7 +8,7 @@ use pipeline::{display_path, Error, Report};
 use webview::{serve, DataSource, DirSource};
 
 use crate::args::WebArgs;
-use crate::{cmd_store, signals};
+use crate::{fleet, signals};
 
 pub fn run(args: &WebArgs) -> pipeline::Result<Report> {
     let (src, what): (Arc<dyn DataSource>, String) = match (&args.dir, &args.store) {
@@ -17,10 +17,10 @@ pub fn run(args: &WebArgs) -> pipeline::Result<Report> {
             display_path(dir),
         ),
         (None, Some(url)) => {
-            let c = cmd_store::client(url, args.store_credentials.as_deref())?;
+            let c = fleet::client(url, args.store_credentials.as_deref())?;
             let what = c.url.to_string();
             (
-                Arc::new(store::StoreSource::open(c).map_err(cmd_store::error)?),
+                Arc::new(store::StoreSource::open(c).map_err(fleet::error)?),
                 what,
             )
         }

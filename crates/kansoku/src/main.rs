@@ -22,6 +22,7 @@ mod cmd_store;
 mod cmd_synth;
 mod cmd_web;
 mod cmd_webbench;
+mod fleet;
 mod output;
 mod pattern;
 mod progress;

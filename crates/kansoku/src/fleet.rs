@@ -1,0 +1,120 @@
+//! The CLI's glue to the fleet store (the store crate), shared by
+//! `store`, `profile --store`, `capture --profile --store` and
+//! `web --store`: the client from a URL and credentials, error mapping,
+//! the probe name and spool directory, and [`Fleet`], a run's spool and
+//! sender.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pipeline::{display_path, Error, SummarySink, SummaryTee};
+use store::{Client, Credentials, Sender, Spool, StoreError, StoreUrl};
+
+use crate::args::StoreOpts;
+
+/// How long a run waits at its end for the spool to drain into the store.
+const STORE_GRACE: Duration = Duration::from_secs(10);
+
+/// A run's link to the fleet store: every summary goes to the spool, which
+/// a thread sends on; whatever the store cannot take waits there.
+pub struct Fleet {
+    spool: Arc<Spool>,
+    sender: Sender,
+    dir: PathBuf,
+}
+
+impl Fleet {
+    /// Wraps `sink` so that its summaries also go to the store at `url`.
+    pub fn start(
+        url: &str,
+        o: &StoreOpts,
+        sink: SummarySink,
+    ) -> pipeline::Result<(Fleet, SummarySink)> {
+        let c = client(url, o.store_credentials.as_deref())?;
+        let probe = o.probe.clone().unwrap_or_else(default_probe);
+        if !store::valid_name(&probe) {
+            return Err(Error::usage(format!(
+                "--probe {probe:?}: letters, digits, _, - and ., at most 64"
+            )));
+        }
+        if let Err(e) = store::schema::check(&c) {
+            eprintln!("kansoku: {e}; summaries wait in the spool until it answers");
+        }
+        let dir = spool_dir(o.spool.as_deref());
+        let spool = Arc::new(Spool::open(&dir).map_err(|e| Error::output(display_path(&dir), &e))?);
+        let sender = Sender::start(spool.clone(), c);
+        let (sp, shown) = (spool.clone(), display_path(&dir));
+        let tee: SummaryTee = Box::new(move |s| {
+            sp.push(&probe, s)
+                .map(|_| ())
+                .map_err(|e| Error::output(format!("the spool {shown}"), &e))
+        });
+        Ok((
+            Fleet { spool, sender, dir },
+            SummarySink::Tee(Box::new(sink), tee),
+        ))
+    }
+
+    /// Waits a little for the spool to drain; what was sent and what waits.
+    pub fn finish(self) -> pipeline::StoreCounts {
+        let stats = self.sender.stats.clone();
+        let waiting = self.sender.finish(&self.spool, STORE_GRACE);
+        pipeline::StoreCounts {
+            sent: stats.sent.load(std::sync::atomic::Ordering::Relaxed),
+            waiting,
+            spool: display_path(&self.dir),
+        }
+    }
+
+    /// [`finish`](Self::finish), said on standard error.
+    pub fn finish_and_say(self) {
+        let c = self.finish();
+        if c.waiting > 0 {
+            eprintln!(
+                "kansoku: {} summaries wait in the spool {}; a later run with --store sends them",
+                c.waiting, c.spool
+            );
+        } else {
+            eprintln!("kansoku: sent {} summaries to the store", c.sent);
+        }
+    }
+}
+
+/// A store error as the CLI reports it: usage and schema errors are
+/// usage errors (exit 2), the rest input errors.
+pub fn error(e: StoreError) -> Error {
+    match e {
+        StoreError::Usage(m) => Error::usage(m),
+        e => Error::input(e.to_string()),
+    }
+}
+
+/// The client for `url`, with credentials from the file or the environment.
+pub fn client(url: &str, credentials: Option<&Path>) -> pipeline::Result<Client> {
+    let url = StoreUrl::parse(url).map_err(error)?;
+    let creds = Credentials::from_env_or_file(credentials).map_err(error)?;
+    Ok(Client::new(url, creds))
+}
+
+/// This host's name as a probe name (or `probe`).
+pub fn default_probe() -> String {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let h = h.trim();
+    if store::valid_name(h) {
+        h.to_string()
+    } else {
+        "probe".to_string()
+    }
+}
+
+/// The spool directory: the one given, or ~/.local/state/kansoku/spool.
+pub fn spool_dir(given: Option<&Path>) -> PathBuf {
+    given.map(Path::to_path_buf).unwrap_or_else(|| {
+        let base = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        base.join("kansoku/spool")
+    })
+}
