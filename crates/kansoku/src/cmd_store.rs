@@ -1,9 +1,9 @@
 //! `kansoku store`: the fleet store in ClickHouse (the store crate; the
 //! glue the other commands share is `fleet`).
 
-use pipeline::{display_path, Error, Report};
+use pipeline::{display_path, Error, Report, SummaryFormat, SummaryWriter};
 
-use crate::args::{StoreAction, StoreArgs};
+use crate::args::{MetricArg, StoreAction, StoreArgs, SummaryFormatArg};
 use crate::fleet::{client, error};
 
 pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
@@ -44,16 +44,64 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
                 );
             }
         }
-        StoreAction::Export {
+        StoreAction::Merge {
+            range,
+            interval,
+            threshold,
+            metric,
+            coarsen,
             write,
-            probes,
-            from,
-            to,
+            json,
+            format,
         } => {
             store::schema::check(&c).map_err(error)?;
-            let to_ns = to.map_or(u64::MAX, |t| t.saturating_mul(1_000_000_000));
-            let v = store::read(&c, probes, from.saturating_mul(1_000_000_000), to_ns)
-                .map_err(error)?;
+            let interval_ns = match interval {
+                None => 0,
+                Some(s) => pipeline::stage::profile::interval_ns(*s, "-i")?,
+            };
+            let (from_ns, to_ns) = range.ns();
+            let spec = store::MergeSpec {
+                probes: range.probes.clone(),
+                from_ns,
+                to_ns,
+                interval_ns,
+                metric: match metric {
+                    MetricArg::Bytes => aguri::Metric::Bytes,
+                    MetricArg::Packets => aguri::Metric::Packets,
+                    MetricArg::Either => aguri::Metric::Either,
+                },
+                threshold: *threshold,
+                coarsen: *coarsen,
+                budget: aguri::DEFAULT_BUDGET,
+            };
+            let t0 = std::time::Instant::now();
+            let (merged, stats) = store::merge(&c, &spec).map_err(error)?;
+            let format = match (json, format) {
+                (true, _) => SummaryFormat::Json,
+                (_, SummaryFormatArg::Kansoku) => SummaryFormat::Kansoku,
+                (_, SummaryFormatArg::Aguri2) => SummaryFormat::Aguri2,
+                (_, SummaryFormatArg::Aguri3) => SummaryFormat::Aguri3,
+            };
+            let mut w = SummaryWriter::new(write.as_deref(), format)?;
+            for s in &merged {
+                w.write(s)?;
+            }
+            w.finish()?;
+            eprintln!(
+                "kansoku: {} summaries ({} repeated in the store) re-aggregated into {} at the server in {:.2} s: \
+                 {} keys summed, {} rows after folding",
+                stats.summaries,
+                stats.repeated,
+                merged.len(),
+                t0.elapsed().as_secs_f64(),
+                stats.keys,
+                stats.reduced
+            );
+        }
+        StoreAction::Export { write, range } => {
+            store::schema::check(&c).map_err(error)?;
+            let (from_ns, to_ns) = range.ns();
+            let v = store::read(&c, &range.probes, from_ns, to_ns).map_err(error)?;
             let mut written = std::collections::HashSet::new();
             for st in &v {
                 // Probe names were checked when read: never a path of their own.

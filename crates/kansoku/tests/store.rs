@@ -221,4 +221,48 @@ fn round_trip(url: &str, dir: &std::path::Path, auth: bool) {
     }
     assert!(get(&a2, "/api/v1/catalog").contains("\"probes\":[\"edge-1\"]"));
     assert!(get(&a2, "/api/v1/view?probe=edge-1").contains("\"aggregates\""));
+    merges_like_the_files(&url, &files);
+}
+
+/// `store merge` against the store at `url` (which holds the summaries of
+/// `files`, probe edge-1): the same text as `profile --merge` of the files.
+fn merges_like_the_files(url: &str, files: &std::path::Path) {
+    for args in [
+        vec![],
+        vec!["-i", "120"],
+        vec!["-i", "180", "-t", "5", "--metric", "bytes"],
+        vec!["-t", "0.5", "--coarsen"],
+        vec!["-i", "300", "--format", "aguri3"],
+    ] {
+        let mut from_store = vec!["store", "merge", "--store", url, "--probe", "edge-1"];
+        from_store.extend(&args);
+        let out = with_creds(&mut kansoku())
+            .args(&from_store)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && said.contains("re-aggregated"),
+            "{said}"
+        );
+        let a = String::from_utf8(out.stdout).unwrap();
+        let mut from_files = vec!["profile", "--merge", p(files), "--budget", "1000000"];
+        from_files.extend(&args);
+        let out = kansoku().args(&from_files).output().unwrap();
+        assert!(out.status.success());
+        let b = String::from_utf8(out.stdout).unwrap();
+        assert!(b.len() > 100, "{args:?}");
+        assert_eq!(a, b, "{args:?}");
+    }
+    // Unknown probes: nothing; a hostile one: refused, exit 2.
+    let none = with_creds(&mut kansoku())
+        .args(["store", "merge", "--store", url, "--probe", "nobody"])
+        .output()
+        .unwrap();
+    assert!(none.status.success() && none.stdout.is_empty());
+    let out = with_creds(&mut kansoku())
+        .args(["store", "merge", "--store", url, "--probe", "x' OR '1'='1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -231,6 +231,22 @@ impl Client {
         )
     }
 
+    /// Runs a statement in server session `session` (whose temporary
+    /// tables it sees), waiting for the answer up to `timeout`.
+    pub fn execute_in_session(
+        &self,
+        session: &str,
+        sql: &str,
+        timeout: Duration,
+    ) -> Result<String, StoreError> {
+        let target = format!(
+            "/?database={}&session_id={}&session_timeout=3600",
+            encode(&self.url.database),
+            encode(session)
+        );
+        self.post_within(&target, sql.as_bytes(), timeout)
+    }
+
     /// Runs a statement with no database selected (to create it).
     pub fn execute_bare(&self, sql: &str) -> Result<String, StoreError> {
         self.post("/", sql.as_bytes())
@@ -248,6 +264,15 @@ impl Client {
     }
 
     fn post(&self, target: &str, body: &[u8]) -> Result<String, StoreError> {
+        self.post_within(target, body, self.timeout)
+    }
+
+    fn post_within(
+        &self,
+        target: &str,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<String, StoreError> {
         let addr = (self.url.host.as_str(), self.url.port)
             .to_socket_addrs()
             .map_err(|e| StoreError::Unreachable(format!("{}: {e}", self.url)))?
@@ -256,10 +281,8 @@ impl Client {
         let unreachable = |e: std::io::Error| StoreError::Unreachable(format!("{}: {e}", self.url));
         let mut s =
             TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(unreachable)?;
-        s.set_read_timeout(Some(self.timeout))
-            .map_err(unreachable)?;
-        s.set_write_timeout(Some(self.timeout))
-            .map_err(unreachable)?;
+        s.set_read_timeout(Some(timeout)).map_err(unreachable)?;
+        s.set_write_timeout(Some(timeout)).map_err(unreachable)?;
         let mut head = format!(
             "POST {target} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
             self.url.host,

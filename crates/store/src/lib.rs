@@ -7,12 +7,14 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod rollup;
 pub mod schema;
 pub mod source;
 pub mod spool;
 pub mod testing;
 
 pub use client::{valid_identifier, valid_name, Client, Credentials, StoreError, StoreUrl};
+pub use rollup::{merge, MergeSpec, MergeStats};
 pub use schema::{init, insert, insert_many, read, summary_id, Stored, SCHEMA_VERSION};
 pub use source::StoreSource;
 pub use spool::{SendStats, Sender, Spool};

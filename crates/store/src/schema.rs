@@ -274,7 +274,7 @@ pub fn insert_many(c: &Client, batch: &[(&str, &Summary)]) -> Result<Vec<String>
 }
 
 /// The `WHERE` of a range of some probes (names validated, times numbers).
-fn filter(probes: &[String], from_ns: u64, to_ns: u64) -> Result<String, StoreError> {
+pub(crate) fn filter(probes: &[String], from_ns: u64, to_ns: u64) -> Result<String, StoreError> {
     let mut w = format!("start_ns >= {from_ns} AND start_ns < {to_ns}");
     if !probes.is_empty() {
         let mut list = Vec::new();
@@ -291,13 +291,13 @@ fn filter(probes: &[String], from_ns: u64, to_ns: u64) -> Result<String, StoreEr
     Ok(w)
 }
 
-fn u(t: Option<&str>) -> Result<u64, StoreError> {
+pub(crate) fn u(t: Option<&str>) -> Result<u64, StoreError> {
     t.and_then(|x| x.parse().ok())
         .ok_or_else(|| StoreError::Server(200, "a row the store returned does not read".into()))
 }
 
 /// A summary with times, metric and threshold, and no entries yet.
-fn blank(start_ns: u64, end_ns: u64, metric: Metric, threshold: f64) -> Summary {
+pub(crate) fn blank(start_ns: u64, end_ns: u64, metric: Metric, threshold: f64) -> Summary {
     let mut s = Summary::empty(start_ns, end_ns, metric, threshold);
     for sec in &mut s.sections {
         sec.entries.clear();
@@ -307,7 +307,7 @@ fn blank(start_ns: u64, end_ns: u64, metric: Metric, threshold: f64) -> Summary 
 
 /// Adds an `entries` row (after its first column: view, key halves,
 /// length, bytes, packets) to its section of `s`.
-fn add_entry_row<'a>(
+pub(crate) fn add_entry_row<'a>(
     s: &mut Summary,
     f: &mut impl Iterator<Item = &'a str>,
 ) -> Result<(), StoreError> {
@@ -327,7 +327,7 @@ fn add_entry_row<'a>(
 
 /// Sets each section's totals to what its entries add up to (giving an
 /// empty section its root) and returns them.
-fn seal(s: &mut Summary) -> [(u64, u64); 4] {
+pub(crate) fn seal(s: &mut Summary) -> [(u64, u64); 4] {
     let mut sums = [(0, 0); 4];
     for (sec, sum) in s.sections.iter_mut().zip(&mut sums) {
         *sum = sec.entries.iter().fold((0u64, 0u64), |a, e| {
@@ -346,12 +346,12 @@ fn seal(s: &mut Summary) -> [(u64, u64); 4] {
 }
 
 /// A summary's flows by source and destination.
-type ByPair = BTreeMap<(u128, u8, u128, u8), Flow>;
+pub(crate) type ByPair = BTreeMap<(u128, u8, u128, u8), Flow>;
 
 /// Adds a `flows` row (a key, then src hi, lo, len, dst hi, lo, len,
 /// proto, sport, sport len, dport, dport len, bytes, packets) to `pairs`:
 /// proto -1 is the flow's own counts, others a protocol entry.
-fn add_flow_row(pairs: &mut ByPair, v: &[&str]) -> Result<(), StoreError> {
+pub(crate) fn add_flow_row(pairs: &mut ByPair, v: &[&str]) -> Result<(), StoreError> {
     let n = |i: usize| u(v.get(i).copied());
     let src = Prefix::new(
         KeyKind::Address,
@@ -528,76 +528,4 @@ pub fn probes(c: &Client) -> Result<Vec<ProbeInfo>, StoreError> {
         out.push((name, u(f.next())?, u(f.next())?, u(f.next())?, u(f.next())?));
     }
     Ok(out)
-}
-
-/// The summaries of `probes` starting in `[from_ns, to_ns)` added up per
-/// bucket of `step_ns` at the server: one summary per bucket that has any
-/// (entries and flows of equal keys summed, from its first start to its
-/// last end), and how many summaries went in. Each summary is counted once
-/// (grouped by id first) and only if its `summaries` row is there.
-pub fn read_bucketed(
-    c: &Client,
-    probes: &[String],
-    from_ns: u64,
-    to_ns: u64,
-    step_ns: u64,
-) -> Result<(Vec<Summary>, usize), StoreError> {
-    let w = filter(probes, from_ns, to_ns)?;
-    let step = step_ns.max(1);
-    let b = |col: &str| format!("intDiv({col} - {from_ns}, {step})");
-    let heads = c.execute(&format!(
-        "SELECT {} AS b, count(), min(s), max(e), sum(nb), sum(np) FROM (SELECT id, any(start_ns) AS s, \
-         any(end_ns) AS e, any(non_ip_bytes) AS nb, any(non_ip_packets) AS np FROM summaries WHERE {w} GROUP BY id) \
-         GROUP BY b ORDER BY b FORMAT TabSeparated",
-        b("s")
-    ))?;
-    let mut buckets: BTreeMap<u64, Summary> = BTreeMap::new();
-    let mut count = 0usize;
-    for line in heads.lines() {
-        let mut f = line.split('\t');
-        let k = u(f.next())?;
-        count += u(f.next())? as usize;
-        let mut s = blank(u(f.next())?, u(f.next())?, Metric::Either, 1.0);
-        s.non_ip_bytes = u(f.next())?;
-        s.non_ip_packets = u(f.next())?;
-        buckets.insert(k, s);
-    }
-    if buckets.is_empty() {
-        return Ok((Vec::new(), 0));
-    }
-    let ids = format!("id IN (SELECT id FROM summaries WHERE {w})");
-    let body = c.execute(&format!(
-        "SELECT b, view, key_hi, key_lo, len, sum(bb), sum(pp) FROM (SELECT {} AS b, view, key_hi, key_lo, len, \
-         any(bytes) AS bb, any(packets) AS pp FROM entries WHERE {w} AND {ids} GROUP BY id, view, key_hi, key_lo, len) \
-         GROUP BY b, view, key_hi, key_lo, len ORDER BY b, view, key_hi, key_lo, len FORMAT TabSeparated",
-        b("any(start_ns)")
-    ))?;
-    for line in body.lines() {
-        let mut f = line.split('\t');
-        let Some(s) = buckets.get_mut(&u(f.next())?) else {
-            continue;
-        };
-        add_entry_row(s, &mut f)?;
-    }
-    let cols = "src_hi, src_lo, src_len, dst_hi, dst_lo, dst_len, proto, sport, sport_len, dport, dport_len";
-    let body = c.execute(&format!(
-        "SELECT b, {cols}, sum(bb), sum(pp) FROM (SELECT {} AS b, {cols}, any(bytes) AS bb, any(packets) AS pp \
-         FROM flows WHERE {w} AND {ids} GROUP BY id, {cols}) GROUP BY b, {cols} ORDER BY b, {cols} FORMAT TabSeparated",
-        b("any(start_ns)")
-    ))?;
-    let mut flows: BTreeMap<u64, ByPair> = BTreeMap::new();
-    for line in body.lines() {
-        let v: Vec<&str> = line.split('\t').collect();
-        if v.len() != 14 {
-            return Err(StoreError::Server(200, "a flows row does not read".into()));
-        }
-        add_flow_row(flows.entry(u(v.first().copied())?).or_default(), &v)?;
-    }
-    for (k, s) in &mut buckets {
-        seal(s);
-        if let Some(fl) = flows.remove(k) {
-            s.flows = fl.into_values().collect();
-        }
-    }
-    Ok((buckets.into_values().collect(), count))
 }

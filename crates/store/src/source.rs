@@ -74,7 +74,7 @@ impl DataSource for StoreSource {
         step_ns: u64,
     ) -> Result<Option<Bucketed>, SourceError> {
         let (v, count) =
-            schema::read_bucketed(&self.client, probes, from_ns, to_ns, step_ns).map_err(err)?;
+            crate::rollup::bucketed(&self.client, probes, from_ns, to_ns, step_ns).map_err(err)?;
         Ok(Some(Bucketed {
             summaries: v.into_iter().map(Arc::new).collect(),
             count,

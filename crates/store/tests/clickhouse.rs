@@ -229,4 +229,234 @@ fn a_two_shard_cluster_holds_the_summaries_exactly() {
     let (na, nb) = (count(&a), count(&b));
     assert!(na > 0 && nb > 0, "{na} {nb}");
     assert_eq!(na + nb, all.len() as u64);
+    // Re-aggregated over both shards (the session's tables sent to them):
+    // the files' merge.
+    let spec = store::MergeSpec {
+        probes: vec![],
+        from_ns: 0,
+        to_ns: u64::MAX,
+        interval_ns: 3_600_000_000_000,
+        metric: aguri::Metric::Either,
+        threshold: 1.0,
+        coarsen: false,
+        budget: 4096,
+    };
+    let (got, stats) = store::merge(&entry, &spec).unwrap();
+    assert_eq!(stats.summaries, all.len() as u64);
+    let mut v: Vec<Summary> = all.iter().map(|x| x.1.clone()).collect();
+    let m = aguri::Merger::new(spec.interval_ns, 1 << 20, spec.metric, spec.threshold);
+    assert_eq!(got, aguri::merge_with(&mut v, m).unwrap());
+}
+
+/// `n` 5-minute summaries with a long tail over IPv4 and IPv6 (hosts drawn
+/// with weight 1/rank in a few hundred networks, ports spread), the 2-D
+/// view included when `two_d`. With `v6_heavy`, most traffic is in
+/// fd00::/8 and a little in IPv4 and 2001:db8::/32, so that IPv4's family
+/// root is light and shares its light ancestors with IPv6 prefixes.
+fn tailed(seed: u64, n: u64, two_d: bool, v6_heavy: bool) -> Vec<Summary> {
+    let mut p = ProfilerConfig {
+        interval_ns: 300_000_000_000,
+        pairs: if two_d { 4096 } else { 0 },
+        ..Default::default()
+    }
+    .build()
+    .unwrap();
+    let t0 = 1_795_132_800_000_000_000u64 + seed * 600_000_000_000;
+    let mut out = Vec::new();
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let host = |r: u64| -> std::net::IpAddr {
+        // Rank ~ 1/u: a few heavy hosts, a long tail.
+        let rank = (1u64 << 20) / ((r % (1 << 20)) + 1);
+        let net = (rank % 300).wrapping_mul(2_654_435_761) as u32 & 0xffff_f000;
+        if v6_heavy && rank % 10 != 3 && rank % 10 != 4 {
+            std::net::Ipv6Addr::from((0xfd00u128 << 112) | u128::from(rank)).into()
+        } else if v6_heavy && rank % 10 == 3 {
+            std::net::Ipv4Addr::from(net | (rank as u32 / 300 % 4096)).into()
+        } else if rank.is_multiple_of(7) {
+            std::net::Ipv6Addr::from(
+                (0x2001_0db8u128 << 96) | (u128::from(rank % 300) << 64) | u128::from(rank),
+            )
+            .into()
+        } else {
+            std::net::Ipv4Addr::from(net | (rank as u32 / 300 % 4096)).into()
+        }
+    };
+    for i in 0..n * 400 {
+        let (a, b, c) = (next(), next(), next());
+        let k = FlowKey {
+            src: host(a),
+            dst: host(b),
+            protocol: [6, 6, 17, 1][(c % 4) as usize],
+            src_port: if c % 3 == 0 { 443 } else { (c >> 16) as u16 },
+            dst_port: [80, 443, 53, 22, 8080][(c >> 40) as usize % 5],
+        };
+        out.extend(p.add(t0 + i * 750_000_000, &k, 40 + (c % 1460) as u32));
+    }
+    out.extend(p.finish());
+    out
+}
+
+#[test]
+fn re_aggregation_at_the_server_is_the_files_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(ch) = ClickHouse::start(dir.path()) else {
+        return;
+    };
+    let c = ch.client();
+    store::init(&c).unwrap();
+    let mut all = Vec::new();
+    for (i, p) in ["a1", "b2", "c3", "d4"].iter().enumerate() {
+        for s in tailed(i as u64 + 1, 14, i != 1, i == 3) {
+            all.push((p.to_string(), s));
+        }
+    }
+    let batch: Vec<(&str, &Summary)> = all.iter().map(|(p, s)| (p.as_str(), s)).collect();
+    store::insert_many(&c, &batch).unwrap();
+    // A summary sent twice, and one whose entries went in twice before its
+    // row did (a send cut short, then sent again).
+    store::insert(&c, &all[3].0, &all[3].1).unwrap();
+    let (_, rows) = store::schema::rows(&all[20].0, &all[20].1).unwrap();
+    c.insert("entries", rows.entries.as_bytes()).unwrap();
+    c.insert("flows", rows.flows.as_bytes()).unwrap();
+    // Entries of a summary whose row never came: not counted.
+    let ghost = tailed(9, 1, true, false);
+    let (_, rows) = store::schema::rows("a1", &ghost[0]).unwrap();
+    c.insert("entries", rows.entries.as_bytes()).unwrap();
+
+    let files = |probes: &[&str], from: u64, to: u64, spec: &store::MergeSpec| {
+        let mut v: Vec<Summary> = all
+            .iter()
+            .filter(|(p, s)| {
+                (probes.is_empty() || probes.contains(&p.as_str()))
+                    && s.start_ns >= from
+                    && s.start_ns < to
+            })
+            .map(|(_, s)| s.clone())
+            .collect();
+        let m = aguri::Merger::new(spec.interval_ns, 1 << 20, spec.metric, spec.threshold)
+            .coarsen(spec.coarsen);
+        aguri::merge_with(&mut v, m).unwrap()
+    };
+    let t0 = 1_795_132_800_000_000_000u64;
+    // probes, from, to, interval, metric, threshold, coarsen
+    type Case<'a> = (Vec<&'a str>, u64, u64, u64, aguri::Metric, f64, bool);
+    let cases: Vec<Case> = vec![
+        (vec![], 0, u64::MAX, 0, aguri::Metric::Either, 1.0, false),
+        (
+            vec![],
+            0,
+            u64::MAX,
+            3_600_000_000_000,
+            aguri::Metric::Either,
+            1.0,
+            false,
+        ),
+        (
+            vec!["a1", "c3"],
+            0,
+            u64::MAX,
+            1_800_000_000_000,
+            aguri::Metric::Bytes,
+            5.0,
+            false,
+        ),
+        (
+            vec!["b2"],
+            t0,
+            t0 + 3_000_000_000_000,
+            0,
+            aguri::Metric::Packets,
+            0.5,
+            false,
+        ),
+        (
+            vec![],
+            0,
+            u64::MAX,
+            3_600_000_000_000,
+            aguri::Metric::Either,
+            2.0,
+            true,
+        ),
+        (
+            vec!["a1"],
+            0,
+            u64::MAX,
+            600_000_000_000,
+            aguri::Metric::Either,
+            10.0,
+            false,
+        ),
+        (vec![], 0, u64::MAX, 0, aguri::Metric::Either, 0.05, false),
+        (
+            vec!["d4"],
+            0,
+            u64::MAX,
+            0,
+            aguri::Metric::Bytes,
+            20.0,
+            false,
+        ),
+        (
+            vec!["d4"],
+            0,
+            u64::MAX,
+            1_800_000_000_000,
+            aguri::Metric::Either,
+            12.0,
+            true,
+        ),
+    ];
+    for (probes, from, to, interval_ns, metric, threshold, coarsen) in cases {
+        let spec = store::MergeSpec {
+            probes: probes.iter().map(|p| p.to_string()).collect(),
+            from_ns: from,
+            to_ns: to,
+            interval_ns,
+            metric,
+            threshold,
+            coarsen,
+            budget: 4096,
+        };
+        let want = files(&probes, from, to, &spec);
+        let (got, stats) = store::merge(&c, &spec).unwrap();
+        assert_eq!(got.len(), want.len(), "{spec:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.to_string(), w.to_string(), "{spec:?}");
+            assert_eq!(g, w, "{spec:?}");
+        }
+        // The folding happened at the server: fewer rows came back than
+        // the distinct keys it summed (except at a tiny threshold).
+        if threshold >= 1.0 {
+            assert!(stats.reduced * 2 < stats.keys, "{stats:?} {spec:?}");
+        }
+        if probes.is_empty() {
+            assert_eq!(stats.repeated, 2, "{stats:?}");
+        }
+    }
+    // Nothing in the range: nothing.
+    let spec = store::MergeSpec {
+        probes: vec![],
+        from_ns: 0,
+        to_ns: 1,
+        interval_ns: 0,
+        metric: aguri::Metric::Either,
+        threshold: 1.0,
+        coarsen: false,
+        budget: 4096,
+    };
+    assert!(store::merge(&c, &spec).unwrap().0.is_empty());
+    // Hostile values never reach a statement.
+    let mut bad = spec.clone();
+    bad.probes = vec!["a1' OR 1=1".into()];
+    assert!(store::merge(&c, &bad).is_err());
+    bad.probes.clear();
+    bad.threshold = f64::NAN;
+    assert!(store::merge(&c, &bad).is_err());
 }
