@@ -36,6 +36,10 @@ pub enum BenchCommand {
     /// `kansoku web`'s view JSON for a day of 5-minute summaries and a month of hourly ones, beside
     /// `kansoku profile --merge` of the same files.
     View(BenchViewArgs),
+    /// The fleet store: a year of 5-minute summaries from ten probes loaded into ClickHouse (ingest rate),
+    /// then the top aggregates of a day, a month and the year by `kansoku store merge` beside
+    /// `kansoku profile --merge` of files, and the web view of one probe's month from the store.
+    Store(BenchStoreArgs),
     /// The capture side of `bench capture`, run by it inside its namespace: a ring into a trace
     /// file, optionally one write per packet and behind an emulated slow disk, until SIGINT.
     #[command(hide = true)]
@@ -404,6 +408,29 @@ pub struct BenchWebPaperArgs {
     /// Keep the series CSVs, the server's round trips and web-paper.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchStoreArgs {
+    /// Probes.
+    #[arg(long, default_value_t = 10)]
+    pub probes: u64,
+    /// Days of 5-minute summaries per probe.
+    #[arg(long, default_value_t = 365)]
+    pub days: u64,
+    /// Days each probe profiles; the rest of the year repeats them, shifted in time.
+    #[arg(long, default_value_t = 2)]
+    pub pool_days: u64,
+    /// Rounds per measurement (medians are printed).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Keep the summary files in this directory (default: a temporary one).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Also write every day's 5-minute files (a million files, some 10 GB, for a year of ten probes) and time
+    /// `profile --merge` of all of them (one round).
+    #[arg(long)]
+    pub year_files: bool,
 }
 
 #[derive(Debug, Args)]

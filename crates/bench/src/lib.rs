@@ -39,6 +39,7 @@ pub mod compress;
 pub mod disk;
 pub mod dpdk_acl;
 pub mod filter;
+pub mod fleet;
 pub mod ipsec;
 pub mod ipsec_net;
 pub mod netns;
@@ -84,6 +85,7 @@ pub fn run_to(args: &BenchArgs, stop: &AtomicBool, out: &mut dyn Write) -> Resul
         BenchCommand::Web(a) => web::run(a, stop, out),
         BenchCommand::WebPaper(a) => webpaper::run(a, stop, out),
         BenchCommand::View(a) => view::run(a, stop, out),
+        BenchCommand::Store(a) => fleet::run(a, stop, out),
         BenchCommand::CaptureWorker(a) => worker::run(a, stop, out),
     }
 }

@@ -29,12 +29,12 @@ use crate::args::BenchViewArgs;
 use crate::stats::median;
 use crate::table::{header, row, Align};
 
-const NS: u64 = 1_000_000_000;
+pub(crate) const NS: u64 = 1_000_000_000;
 /// 2026-10-01 00:00:00 UTC.
-const T0: u64 = 1_790_812_800 * NS;
+pub(crate) const T0: u64 = 1_790_812_800 * NS;
 
 /// Summaries of `intervals` intervals of `interval_s` seconds, `per` packets each.
-fn make(interval_s: u64, intervals: u64, per: u64, seed: u64) -> Vec<Summary> {
+pub(crate) fn make(interval_s: u64, intervals: u64, per: u64, seed: u64) -> Vec<Summary> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     let mut p = ProfilerConfig {
         interval_ns: interval_s * NS,
@@ -253,7 +253,7 @@ pub fn run(a: &BenchViewArgs, _stop: &AtomicBool, out: &mut dyn Write) -> Result
 
 /// Serves `src` on a loopback port and times `q`: the first answer, then
 /// `rounds` more; (first ms, the rounds' ms, the answer's size).
-fn time_view(
+pub(crate) fn time_view(
     src: Arc<dyn webview::DataSource>,
     q: &str,
     rounds: usize,

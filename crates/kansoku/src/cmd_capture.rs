@@ -210,6 +210,9 @@ fn finish(
     let mut r = CaptureReport::close_lanes(&args.interface, lanes, &stats, report, Out::close);
     // The last summaries are in the spool once the lanes are closed.
     r.store = fleet.map(crate::fleet::Fleet::finish);
+    if let Some(c) = &r.store {
+        crate::fleet::not_spooled(c, report);
+    }
     if let Some(c) = r.store.as_ref().filter(|c| c.waiting > 0 && !args.json) {
         eprintln!(
             "kansoku: {} summaries wait in the spool {}; a later run with --store sends them",

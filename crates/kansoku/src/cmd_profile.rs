@@ -70,11 +70,24 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         fleet = Some(f);
     }
     if !args.merge.is_empty() {
-        let mut summaries = read_summaries(&args.merge)?;
-        let merger = aguri::Merger::new(interval_ns, args.budget, metric, args.threshold)
+        let mut merger = aguri::Merger::new(interval_ns, args.budget, metric, args.threshold)
             .coarsen(args.coarsen);
-        let merged =
-            aguri::merge_with(&mut summaries, merger).map_err(|e| Error::input(e.to_string()))?;
+        let merged = if interval_ns == 0 {
+            // One period: the order does not matter, so the files stream
+            // through the merger and a year of them is never held at once.
+            let mut out = Vec::new();
+            pipeline::for_each_summary(&args.merge, |v| {
+                for s in &v {
+                    out.extend(merger.add(s).map_err(|e| Error::input(e.to_string()))?);
+                }
+                Ok(())
+            })?;
+            out.extend(merger.finish());
+            out
+        } else {
+            let mut summaries = read_summaries(&args.merge)?;
+            aguri::merge_with(&mut summaries, merger).map_err(|e| Error::input(e.to_string()))?
+        };
         let mut report = Report::default();
         for s in &merged {
             if let Err(e) = sink.add(s) {
@@ -99,7 +112,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         reload: None,
     };
     let mut chain: Chain<Discard> = Chain::new(stages, None);
-    let progress = Progress::new(source.size(), true);
+    let progress = Progress::new(source.size(), true).with_store(fleet.as_ref().map(|f| f.stats()));
     let ctl = Control {
         stop: signals::stop_flag(),
         progress: Some(&progress),
@@ -113,7 +126,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         }
     }
     if let Some(f) = fleet {
-        f.finish_and_say();
+        f.finish_and_say(&mut report);
     }
     Ok(report)
 }

@@ -5,6 +5,7 @@
 //! sender.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ pub struct Fleet {
     spool: Arc<Spool>,
     sender: Sender,
     dir: PathBuf,
+    /// Summaries the spool could not take.
+    not_spooled: Arc<AtomicU64>,
 }
 
 impl Fleet {
@@ -45,15 +48,45 @@ impl Fleet {
         let spool = Arc::new(Spool::open(&dir).map_err(|e| Error::output(display_path(&dir), &e))?);
         let sender = Sender::start(spool.clone(), c);
         let (sp, shown) = (spool.clone(), display_path(&dir));
+        let not_spooled = Arc::new(AtomicU64::new(0));
+        let lost = not_spooled.clone();
+        // A spool that cannot take a summary (its disk full) is said once,
+        // and once when it takes them again; the run's own outputs go on,
+        // and the run ends with the count and exit 3.
+        let failing = AtomicBool::new(false);
         let tee: SummaryTee = Box::new(move |s| {
-            sp.push(&probe, s)
-                .map(|_| ())
-                .map_err(|e| Error::output(format!("the spool {shown}"), &e))
+            match sp.push(&probe, s) {
+                Ok(_) => {
+                    if failing.swap(false, Ordering::Relaxed) {
+                        eprintln!("kansoku: the spool {shown} takes summaries again");
+                    }
+                }
+                Err(e) => {
+                    lost.fetch_add(1, Ordering::Relaxed);
+                    if !failing.swap(true, Ordering::Relaxed) {
+                        eprintln!(
+                            "kansoku: the spool {shown}: {e}; summaries it cannot hold are not sent to the store \
+                             (the run's own outputs go on)"
+                        );
+                    }
+                }
+            }
+            Ok(())
         });
         Ok((
-            Fleet { spool, sender, dir },
+            Fleet {
+                spool,
+                sender,
+                dir,
+                not_spooled,
+            },
             SummarySink::Tee(Box::new(sink), tee),
         ))
+    }
+
+    /// The sender's counters (for a progress line).
+    pub fn stats(&self) -> Arc<store::SendStats> {
+        self.sender.stats.clone()
     }
 
     /// Waits a little for the spool to drain; what was sent and what waits.
@@ -61,15 +94,18 @@ impl Fleet {
         let stats = self.sender.stats.clone();
         let waiting = self.sender.finish(&self.spool, STORE_GRACE);
         pipeline::StoreCounts {
-            sent: stats.sent.load(std::sync::atomic::Ordering::Relaxed),
+            sent: stats.sent.load(Ordering::Relaxed),
             waiting,
             spool: display_path(&self.dir),
+            not_spooled: self.not_spooled.load(Ordering::Relaxed),
         }
     }
 
-    /// [`finish`](Self::finish), said on standard error.
-    pub fn finish_and_say(self) {
+    /// [`finish`](Self::finish), said on standard error; a failure if the
+    /// spool could not hold some summaries.
+    pub fn finish_and_say(self, report: &mut pipeline::Report) {
         let c = self.finish();
+        not_spooled(&c, report);
         if c.waiting > 0 {
             eprintln!(
                 "kansoku: {} summaries wait in the spool {}; a later run with --store sends them",
@@ -78,6 +114,19 @@ impl Fleet {
         } else {
             eprintln!("kansoku: sent {} summaries to the store", c.sent);
         }
+    }
+}
+
+/// Marks `report` failed (exit 3) when the spool could not hold summaries.
+pub fn not_spooled(c: &pipeline::StoreCounts, report: &mut pipeline::Report) {
+    if c.not_spooled > 0 {
+        report.failed(Error::output(
+            format!("the spool {}", c.spool),
+            &std::io::Error::other(format!(
+                "{} summaries could not be spooled (they are in the run's own outputs, not in the store)",
+                c.not_spooled
+            )),
+        ));
     }
 }
 

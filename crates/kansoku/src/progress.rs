@@ -3,12 +3,30 @@
 //! drawn when standard error is not a terminal.
 
 use std::io::IsTerminal;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// The fleet store's sender, whose counters the line shows.
+    store: Option<Arc<store::SendStats>>,
+}
+
+/// The fleet store's part of the progress line.
+pub fn store_note(s: &store::SendStats) -> String {
+    format!(
+        " · store: {} sent, {} waiting in the spool{}",
+        s.sent.load(Ordering::Relaxed),
+        s.waiting.load(Ordering::Relaxed),
+        if s.down.load(Ordering::Relaxed) {
+            " (the store does not answer)"
+        } else {
+            ""
+        }
+    )
 }
 
 impl Progress {
@@ -16,7 +34,10 @@ impl Progress {
     /// `enabled` lets a caller keep the terminal for its own output.
     pub fn new(total: Option<u64>, enabled: bool) -> Progress {
         if !enabled || !std::io::stderr().is_terminal() {
-            return Progress { bar: None };
+            return Progress {
+                bar: None,
+                store: None,
+            };
         }
         let bar = match total {
             Some(n) => {
@@ -35,7 +56,16 @@ impl Progress {
                 ),
         };
         bar.enable_steady_tick(Duration::from_millis(250));
-        Progress { bar: Some(bar) }
+        Progress {
+            bar: Some(bar),
+            store: None,
+        }
+    }
+
+    /// Shows the fleet store's counters too.
+    pub fn with_store(mut self, store: Option<Arc<store::SendStats>>) -> Progress {
+        self.store = store;
+        self
     }
 
     pub fn finish(&self) {
@@ -50,7 +80,23 @@ impl pipeline::Progress for Progress {
     fn tick(&self, packets: u64, position: u64) {
         if let Some(bar) = &self.bar {
             bar.set_position(position);
-            bar.set_message(format!("{packets} packets"));
+            let store = self.store.as_deref().map(store_note).unwrap_or_default();
+            bar.set_message(format!("{packets} packets{store}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_shows_what_waits_for_the_store() {
+        let s = store::SendStats::default();
+        s.sent.store(12, Ordering::Relaxed);
+        s.waiting.store(3, Ordering::Relaxed);
+        assert_eq!(store_note(&s), " · store: 12 sent, 3 waiting in the spool");
+        s.down.store(true, Ordering::Relaxed);
+        assert!(store_note(&s).ends_with("(the store does not answer)"));
     }
 }

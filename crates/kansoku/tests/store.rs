@@ -246,7 +246,7 @@ fn merges_like_the_files(url: &str, files: &std::path::Path) {
             "{said}"
         );
         let a = String::from_utf8(out.stdout).unwrap();
-        let mut from_files = vec!["profile", "--merge", p(files), "--budget", "1000000"];
+        let mut from_files = vec!["profile", "--merge", p(files), "--budget", "262144"];
         from_files.extend(&args);
         let out = kansoku().args(&from_files).output().unwrap();
         assert!(out.status.success());
@@ -265,4 +265,102 @@ fn merges_like_the_files(url: &str, files: &std::path::Path) {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// A tmpfs of `kib` KiB mounted at a new directory, unmounted on drop.
+struct Tiny(tempfile::TempDir);
+
+impl Tiny {
+    fn mount(kib: u64) -> Option<Tiny> {
+        let d = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={kib}k"),
+                "kansoku-spool-test",
+            ])
+            .arg(d.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mounting a tmpfs failed under CI (the tests run as root there)"
+            );
+            eprintln!("skipped: cannot mount a tmpfs here (not root)");
+            return None;
+        }
+        Some(Tiny(d))
+    }
+}
+
+impl Drop for Tiny {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// A spool on a full disk: the run says so (the spool named, exit 3), the
+/// summaries files are all written, and what reached the spool is whole.
+#[test]
+fn a_full_spool_disk_is_reported_and_nothing_else_is_lost() {
+    let Some(tiny) = Tiny::mount(16) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    ok(kansoku().args([
+        "synth",
+        "-c",
+        "20000",
+        "--flows",
+        "500",
+        "--rate",
+        "50",
+        "-w",
+        p(&trace),
+    ]));
+    // A store nobody answers at: everything stays in the spool.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let files = dir.path().join("files/");
+    let out = with_creds(&mut kansoku())
+        .args(["profile", "-r", p(&trace), "-i", "10", "-w", p(&files)])
+        .args([
+            "--store",
+            &format!("http://127.0.0.1:{port}/fleet"),
+            "--spool",
+        ])
+        .arg(tiny.0.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("No space left on device")
+            && err.contains(&tiny.0.path().display().to_string()),
+        "{err}"
+    );
+    // Every interval's file is there (400 s of traffic in 10 s intervals).
+    let written = std::fs::read_dir(&files).unwrap().count();
+    assert_eq!(written, 40, "{err}");
+    // The spool holds whole summaries only.
+    let spool = store::Spool::open(tiny.0.path()).unwrap();
+    let waiting = spool.pending().unwrap();
+    assert!(
+        !waiting.is_empty() && waiting.len() < 40,
+        "{}",
+        waiting.len()
+    );
+    for f in &waiting {
+        store::Spool::read(f).unwrap();
+    }
 }

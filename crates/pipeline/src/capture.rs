@@ -135,6 +135,9 @@ pub struct StoreCounts {
     pub sent: u64,
     pub waiting: u64,
     pub spool: String,
+    /// Summaries the spool could not hold (its disk full or failing): in
+    /// the run's own outputs, never sent to the store.
+    pub not_spooled: u64,
 }
 
 /// The accounting of a capture, as `kansoku capture --json` prints it.

@@ -40,7 +40,8 @@ pub use packet::Frame;
 pub use report::{Drops, Report, Truncated};
 pub use run::{run, Consumer, Control, Flow, Progress, Source};
 pub use sink::summary::{
-    read_summaries, summary_files, Archive, SummaryFormat, SummarySink, SummaryTee, SummaryWriter,
+    for_each_summary, read_summaries, summary_files, Archive, SummaryFormat, SummarySink,
+    SummaryTee, SummaryWriter,
 };
 pub use sink::trace::{CompressThreads, SinkSummary, TraceSettings, TraceSink};
 pub use sink::{Discard, PacketSink};

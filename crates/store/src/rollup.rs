@@ -5,14 +5,16 @@
 //!
 //! 1. **Each summary once, without a row-level `GROUP BY id`.** A summary's
 //!    entries add up, in each of the four views, to its totals, which its
-//!    `summaries` row holds. So per summary id one pass sums its entry rows
-//!    per view: where every view adds up to the totals exactly once, the
-//!    summary's rows are there once (the clean case, all but a summary sent
-//!    again after a lost answer) and are summed as they are; only the
-//!    others are de-duplicated row by row. Grouping every row by its id
-//!    (what exactness before merges would otherwise need) needs a hash
-//!    table of every row: a year of ten probes, 250M rows, exceeds 18 GiB;
-//!    this needs one of the ids.
+//!    `summaries` row holds; so one pass sums each id's entry rows, and an
+//!    id whose rows add up to four times its totals has them exactly once
+//!    (a repeated send adds a whole copy, a send cut short only adds rows).
+//!    When every id in the range is so, which is all but always, the rows
+//!    are summed as they are; otherwise only the others (repeated, or
+//!    orphans whose summary row never came) are set apart, the repeated
+//!    ones de-duplicated row by row and the orphans left out. Grouping
+//!    every row by its id, which exactness before merges would otherwise
+//!    need, takes a hash table of every row: for a year of ten probes, 233M
+//!    rows, 18.16 ran out of 18 GiB; this needs one entry per summary.
 //! 2. **The threshold folding.** In a period with totals T, a prefix whose
 //!    bytes and packets both stay below the threshold share of T can hold
 //!    no reported entry: everything under it folds into its nearest
@@ -72,6 +74,9 @@ pub struct MergeStats {
     pub summaries: u64,
     /// Summaries whose rows were there more than once (de-duplicated row by row).
     pub repeated: u64,
+    /// Ids with entry rows and no summary row (a send cut short and never
+    /// repeated): not counted.
+    pub orphans: u64,
     /// Distinct (period, view, prefix) keys summed at the server.
     pub keys: u64,
     /// Rows left after the folding (what crossed the network).
@@ -97,9 +102,7 @@ impl<'a> Session<'a> {
         let s = Session { c, id };
         // A server whose sessions are shared (one process, as chdb's) may
         // hold the tables of an earlier run.
-        for t in ["kx_h", "kx_e", "kx_ids"] {
-            let _ = s.run(&format!("DROP TEMPORARY TABLE IF EXISTS {t}"));
-        }
+        s.drop_tables();
         s
     }
 
@@ -108,24 +111,46 @@ impl<'a> Session<'a> {
     }
 }
 
-impl Drop for Session<'_> {
-    fn drop(&mut self) {
-        for t in ["kx_h", "kx_e", "kx_ids"] {
+impl Session<'_> {
+    fn drop_tables(&self) {
+        for t in ["kx_h", "kx_e", "kx_bad", "kx_ids", "kx_x"] {
             let _ = self.run(&format!("DROP TEMPORARY TABLE IF EXISTS {t}"));
         }
     }
 }
 
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.drop_tables();
+    }
+}
+
+/// The masks of the first 0..=128 bits of a 128-bit key, as a ClickHouse
+/// array literal of the high or low halves (`arr[L + 1]`: arrays count
+/// from 1).
+fn masks(high: bool) -> String {
+    let v: Vec<String> = (0..=128u8)
+        .map(|l| {
+            let m = mask(l);
+            (if high { (m >> 64) as u64 } else { m as u64 }).to_string()
+        })
+        .collect();
+    format!("[{}]", v.join(","))
+}
+
 /// The first `l` bits of the 128-bit key `hi`:`lo` (SQL over columns or
-/// constants; `l` an expression from 0 to 128). Both branches of `if` are
-/// evaluated, so every shift stays below 64.
+/// constants; `l` an expression from 0 to 128).
 fn trunc_hi(hi: &str, l: &str) -> String {
-    let sh = format!("toUInt8(64 - least({l}, 64))");
-    format!("if({l} = 0, toUInt64(0), bitShiftLeft(bitShiftRight(toUInt64({hi}), {sh}), {sh}))")
+    format!(
+        "bitAnd(toUInt64({hi}), arrayElement({}, {l} + 1))",
+        masks(true)
+    )
 }
 fn trunc_lo(lo: &str, l: &str) -> String {
-    let sh = format!("toUInt8(128 - greatest({l}, 65))");
-    format!("if({l} <= 64, toUInt64(0), bitShiftLeft(bitShiftRight(toUInt64({lo}), {sh}), {sh}))")
+    format!(
+        "bitAnd(toUInt64({lo}), arrayElement({}, {l} + 1))",
+        masks(false)
+    )
 }
 
 /// Whether prefix `phi`:`plo`/`L` of `view` is a pinned family root or an
@@ -157,37 +182,58 @@ fn sums(
     from_ns: u64,
     to_ns: u64,
     b: &dyn Fn(&str) -> String,
-) -> Result<(), StoreError> {
+) -> Result<(u64, u64), StoreError> {
     let w = filter(probes, from_ns, to_ns)?;
     let db = &s.c.url.database;
-    let views = (0..4)
-        .map(|v| format!("sumIf(bytes, view = {v}) AS b{v}, sumIf(packets, view = {v}) AS p{v}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let once = (0..4)
-        .map(|v| format!("b{v} = hb AND p{v} = hp"))
-        .collect::<Vec<_>>()
-        .join(" AND ");
+    // Each id's entry rows added up (the four views together: a copy of a
+    // summary's rows adds 4x its totals, and a send cut short only adds
+    // rows, so 4x exactly means once).
+    s.run(&format!(
+        "CREATE TEMPORARY TABLE kx_x ENGINE = Memory AS SELECT id, sum(bytes) AS xb, sum(packets) AS xp \
+         FROM {db}.entries WHERE {w} GROUP BY id"
+    ))?;
     s.run(&format!(
         "CREATE TEMPORARY TABLE kx_ids ENGINE = Memory AS SELECT id, b, s, e, hb, hp, nb, np, \
-         toUInt8({once}) AS clean, toUInt8(id GLOBAL IN (SELECT id FROM {db}.flows WHERE {w})) AS flows, \
+         toUInt8(hb < 4611686018427387904 AND hp < 4611686018427387904 AND xb = 4 * hb AND xp = 4 * hp) AS clean, \
+         toUInt8(id GLOBAL IN (SELECT id FROM {db}.flows WHERE {w})) AS flows, \
          toFloat64(hb) + toFloat64(nb) AS fb, toFloat64(hp) + toFloat64(np) AS fp FROM \
          (SELECT id, {} AS b, any(start_ns) AS s, any(end_ns) AS e, any(bytes) AS hb, any(packets) AS hp, \
          any(non_ip_bytes) AS nb, any(non_ip_packets) AS np FROM {db}.summaries WHERE {w} GROUP BY id) AS h \
-         ANY LEFT JOIN (SELECT id, {views} FROM {db}.entries WHERE {w} GROUP BY id) AS x USING id",
+         ANY LEFT JOIN kx_x USING id",
         b("any(start_ns)")
     ))?;
+    // The ids whose rows are not there exactly once with their summary:
+    // repeated (their summary row is there) or orphans (it never came).
+    s.run(
+        "CREATE TEMPORARY TABLE kx_bad ENGINE = Memory AS SELECT id FROM kx_x \
+         WHERE id NOT IN (SELECT id FROM kx_ids WHERE clean = 1)",
+    )?;
+    let count = |sql: &str| -> Result<u64, StoreError> { u(Some(s.run(sql)?.trim())) };
+    let bad = count("SELECT count() FROM kx_bad")?;
+    let repeated = count("SELECT count() FROM kx_bad WHERE id IN (SELECT id FROM kx_ids)")?;
+    let rows = |cond: &str| {
+        format!(
+            "SELECT {} AS b, view, key_hi, key_lo, len, bytes AS bb, packets AS pp FROM {db}.entries WHERE {w}{cond}",
+            b("start_ns")
+        )
+    };
+    // The common case, nothing sent twice: every row as it is.
+    let body = if bad == 0 {
+        rows("")
+    } else {
+        format!(
+            "{} UNION ALL SELECT {} AS b, view, key_hi, key_lo, len, any(bytes) AS bb, any(packets) AS pp \
+             FROM {db}.entries WHERE {w} AND id GLOBAL IN (SELECT id FROM kx_bad WHERE id IN (SELECT id FROM kx_ids)) \
+             GROUP BY id, view, key_hi, key_lo, len",
+            rows(" AND id GLOBAL NOT IN (SELECT id FROM kx_bad)"),
+            b("any(start_ns)")
+        )
+    };
     s.run(&format!(
         "CREATE TEMPORARY TABLE kx_e ENGINE = Memory AS SELECT b, view, key_hi, key_lo, len, sum(bb) AS bb, \
-         sum(pp) AS pp FROM (SELECT {} AS b, view, key_hi, key_lo, len, bytes AS bb, packets AS pp FROM {db}.entries \
-         WHERE {w} AND id GLOBAL IN (SELECT id FROM kx_ids WHERE clean = 1) UNION ALL SELECT {} AS b, view, \
-         key_hi, key_lo, len, any(bytes) AS bb, any(packets) AS pp FROM {db}.entries WHERE {w} AND id GLOBAL IN \
-         (SELECT id FROM kx_ids WHERE clean = 0) GROUP BY id, view, key_hi, key_lo, len) \
-         GROUP BY b, view, key_hi, key_lo, len",
-        b("start_ns"),
-        b("any(start_ns)")
+         sum(pp) AS pp FROM ({body}) GROUP BY b, view, key_hi, key_lo, len"
     ))?;
-    Ok(())
+    Ok((repeated, bad - repeated))
 }
 
 /// The 2-D view's rows of the range summed per period (each summary once).
@@ -278,18 +324,17 @@ pub fn merge(c: &Client, spec: &MergeSpec) -> Result<(Vec<Summary>, MergeStats),
             format!("intDiv({col}, {iv})")
         }
     };
-    sums(&s, &spec.probes, spec.from_ns, spec.to_ns, &b)?;
+    let (repeated, orphans) = sums(&s, &spec.probes, spec.from_ns, spec.to_ns, &b)?;
     let mut periods = heads(&s)?;
     let mut stats = MergeStats {
         summaries: periods.values().map(|h| h.count).sum(),
+        repeated,
+        orphans,
         ..Default::default()
     };
     if periods.is_empty() {
         return Ok((Vec::new(), stats));
     }
-    stats.repeated = u(Some(
-        s.run("SELECT count() FROM kx_ids WHERE clean = 0")?.trim(),
-    ))?;
     stats.keys = u(Some(s.run("SELECT count() FROM kx_e")?.trim()))?;
     // The heavy prefixes: every ancestor (and the key itself) whose sums
     // reach the period's threshold, and the pinned roots' ancestors.
@@ -300,10 +345,16 @@ pub fn merge(c: &Client, spec: &MergeSpec) -> Result<(Vec<Summary>, MergeStats),
         Metric::Either => "(sb >= tb OR sp >= tp)",
     };
     let (phi, plo) = (trunc_hi("key_hi", "L"), trunc_lo("key_lo", "L"));
+    // A key's prefixes from `start` on: below it, every prefix of a key in
+    // a pinned family is the family root or its ancestor (forced heavy, so
+    // neither counted nor looked up), which spares 97 of an IPv4 key's 129.
+    let start = "toUInt32(if(view < 2, if(key_hi = 0 AND bitShiftRight(key_lo, 32) = 65535 AND len >= 97, 97, 0), \
+                 if(bitShiftRight(key_hi, 56) IN (4, 6) AND len >= 9, 9, 0)))";
+    let prefixes = format!("arraySlice(range(toUInt32(len + 1)), {start} + 1)");
     s.run(&format!(
         "CREATE TEMPORARY TABLE kx_h ENGINE = Memory AS SELECT b, view, L, phi, plo, toUInt8(1) AS f FROM \
          (SELECT b, view, L, {phi} AS phi, {plo} AS plo, sum(bb) AS sb, sum(pp) AS sp FROM kx_e \
-         ARRAY JOIN range(toUInt16(len) + 1) AS L GROUP BY b, view, L, phi, plo) AS s ALL INNER JOIN \
+         ARRAY JOIN {prefixes} AS L GROUP BY b, view, L, phi, plo) AS s ALL INNER JOIN \
          (SELECT b, {} AS tb, {} AS tp FROM kx_ids GROUP BY b) AS t USING b WHERE {heavy} OR {}",
         threshold_sql("sum(hb)", pct),
         threshold_sql("sum(hp)", pct),
@@ -315,8 +366,8 @@ pub fn merge(c: &Client, spec: &MergeSpec) -> Result<(Vec<Summary>, MergeStats),
     let body = s.run(&format!(
         "SELECT b, view, sum(bb), sum(pp), groupBitAnd(key_hi), groupBitOr(key_hi), groupBitAnd(key_lo), \
          groupBitOr(key_lo), min(len) FROM (SELECT b, view, key_hi, key_lo, len, any(bb) AS bb, any(pp) AS pp, \
-         toUInt16(least(sum(f), len)) AS g FROM (SELECT b, view, key_hi, key_lo, len, bb, pp, L, {phi} AS phi, \
-         {plo} AS plo FROM kx_e ARRAY JOIN range(toUInt16(len) + 1) AS L) AS k ANY LEFT JOIN kx_h \
+         toUInt16(least(any({start}) + sum(f), len)) AS g FROM (SELECT b, view, key_hi, key_lo, len, bb, pp, L, \
+         {phi} AS phi, {plo} AS plo FROM kx_e ARRAY JOIN {prefixes} AS L) AS k ANY LEFT JOIN kx_h \
          USING b, view, L, phi, plo GROUP BY b, view, key_hi, key_lo, len) GROUP BY b, view, g, {ghi}, {glo} \
          ORDER BY b, view FORMAT TabSeparated"
     ))?;

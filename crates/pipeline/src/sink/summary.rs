@@ -267,14 +267,28 @@ pub fn summary_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// Every summary in `inputs`; errors name FILE:LINE:COLUMN.
 pub fn read_summaries(inputs: &[PathBuf]) -> Result<Vec<Summary>> {
     let mut all = Vec::new();
-    for f in summary_files(inputs)? {
-        let text = crate::error::read_text(&f)?;
+    for_each_summary(inputs, |v| {
+        all.extend(v);
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+/// Hands each file's summaries in `inputs` to `f`, one file at a time (so
+/// that a year of files need not be held at once); errors as
+/// [`read_summaries`].
+pub fn for_each_summary(
+    inputs: &[PathBuf],
+    mut f: impl FnMut(Vec<Summary>) -> Result<()>,
+) -> Result<()> {
+    for file in summary_files(inputs)? {
+        let text = crate::error::read_text(&file)?;
         let v = parse_summaries(&text)
-            .map_err(|e| Error::input(format!("{}:{e}", display_path(&f))))?;
+            .map_err(|e| Error::input(format!("{}:{e}", display_path(&file))))?;
         if v.is_empty() {
             return Err(Error::input(format!(
                 "{}: no aguri summary in the file{}",
-                display_path(&f),
+                display_path(&file),
                 if text.trim().is_empty() {
                     " (it is empty)"
                 } else {
@@ -282,7 +296,7 @@ pub fn read_summaries(inputs: &[PathBuf]) -> Result<Vec<Summary>> {
                 }
             )));
         }
-        all.extend(v);
+        f(v)?;
     }
-    Ok(all)
+    Ok(())
 }
