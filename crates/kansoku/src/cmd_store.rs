@@ -98,6 +98,32 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
                 stats.reduced
             );
         }
+        StoreAction::Send { spool, wait } => {
+            let dir = crate::fleet::spool_dir(spool.as_deref());
+            let sp = std::sync::Arc::new(
+                store::Spool::open(&dir).map_err(|e| Error::output(display_path(&dir), &e))?,
+            );
+            let waiting = sp
+                .pending()
+                .map_err(|e| Error::input(format!("{}: {e}", display_path(&dir))))?
+                .len();
+            let sender = store::Sender::start(sp.clone(), c);
+            let stats = sender.stats.clone();
+            let left = sender.finish(&sp, std::time::Duration::from_secs(*wait));
+            let sent = stats.sent.load(std::sync::atomic::Ordering::Relaxed);
+            eprintln!(
+                "kansoku: {waiting} summaries waited in the spool {}: {sent} sent, {left} still wait",
+                display_path(&dir)
+            );
+            let mut report = Report::default();
+            if left > 0 {
+                report.problems.push(format!(
+                    "{left} summaries still wait in the spool {}",
+                    display_path(&dir)
+                ));
+            }
+            return Ok(report);
+        }
         StoreAction::Export { write, range } => {
             store::schema::check(&c).map_err(error)?;
             let (from_ns, to_ns) = range.ns();

@@ -131,19 +131,7 @@ fn the_schema_and_queries_work_on_a_current_clickhouse_too() {
 fn round_trip(url: &str, dir: &std::path::Path, auth: bool) {
     let url = url.to_string();
     let trace = dir.join("t.pcap");
-    ok(kansoku().args([
-        "synth",
-        "-c",
-        "20000",
-        "--flows",
-        "500",
-        "--rate",
-        "50",
-        "--ip",
-        "mix",
-        "-w",
-        p(&trace),
-    ]));
+    synth(&trace, "20000", &["--ip", "mix"]);
     // Without the schema: a clear error, exit 2; with a wrong password the same.
     let out = with_creds(&mut kansoku())
         .args(["store", "status", "--store", &url])
@@ -267,64 +255,33 @@ fn merges_like_the_files(url: &str, files: &std::path::Path) {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// A tmpfs of `kib` KiB mounted at a new directory, unmounted on drop.
-struct Tiny(tempfile::TempDir);
-
-impl Tiny {
-    fn mount(kib: u64) -> Option<Tiny> {
-        let d = tempfile::tempdir().unwrap();
-        let ok = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={kib}k"),
-                "kansoku-spool-test",
-            ])
-            .arg(d.path())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "mounting a tmpfs failed under CI (the tests run as root there)"
-            );
-            eprintln!("skipped: cannot mount a tmpfs here (not root)");
-            return None;
-        }
-        Some(Tiny(d))
-    }
-}
-
-impl Drop for Tiny {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(self.0.path())
-            .status();
-    }
+/// `synth` of `count` frames of 500 flows at 50 frames/s into `trace`.
+fn synth(trace: &std::path::Path, count: &str, extra: &[&str]) {
+    ok(kansoku()
+        .args([
+            "synth",
+            "-c",
+            count,
+            "--flows",
+            "500",
+            "--rate",
+            "50",
+            "-w",
+            p(trace),
+        ])
+        .args(extra));
 }
 
 /// A spool on a full disk: the run says so (the spool named, exit 3), the
 /// summaries files are all written, and what reached the spool is whole.
 #[test]
 fn a_full_spool_disk_is_reported_and_nothing_else_is_lost() {
-    let Some(tiny) = Tiny::mount(16) else {
+    let Some(tiny) = store::testing::Tmpfs::mount(16) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.pcap");
-    ok(kansoku().args([
-        "synth",
-        "-c",
-        "20000",
-        "--flows",
-        "500",
-        "--rate",
-        "50",
-        "-w",
-        p(&trace),
-    ]));
+    synth(&trace, "20000", &[]);
     // A store nobody answers at: everything stays in the spool.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -339,21 +296,20 @@ fn a_full_spool_disk_is_reported_and_nothing_else_is_lost() {
             &format!("http://127.0.0.1:{port}/fleet"),
             "--spool",
         ])
-        .arg(tiny.0.path())
+        .arg(tiny.path())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
-        err.contains("No space left on device")
-            && err.contains(&tiny.0.path().display().to_string()),
+        err.contains("No space left on device") && err.contains(&tiny.path().display().to_string()),
         "{err}"
     );
     // Every interval's file is there (400 s of traffic in 10 s intervals).
     let written = std::fs::read_dir(&files).unwrap().count();
     assert_eq!(written, 40, "{err}");
     // The spool holds whole summaries only.
-    let spool = store::Spool::open(tiny.0.path()).unwrap();
+    let spool = store::Spool::open(tiny.path()).unwrap();
     let waiting = spool.pending().unwrap();
     assert!(
         !waiting.is_empty() && waiting.len() < 40,
@@ -363,4 +319,118 @@ fn a_full_spool_disk_is_reported_and_nothing_else_is_lost() {
     for f in &waiting {
         store::Spool::read(f).unwrap();
     }
+}
+
+/// kansoku killed (SIGKILL) while it sends, then `store send` and the same
+/// run again: every summary of the trace is in the store exactly once.
+#[test]
+fn kansoku_killed_while_sending_and_run_again_stores_each_summary_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(ch) = ClickHouse::start(dir.path()) else {
+        return;
+    };
+    let url = ch.url().to_string();
+    ok(with_creds(&mut kansoku()).args(["store", "init", "--store", &url]));
+    let trace = dir.path().join("t.pcap");
+    // 1,000 s of traffic: 1,000 summaries of a second.
+    synth(&trace, "50000", &[]);
+    let reference = dir.path().join("ref/");
+    ok(kansoku().args(["profile", "-r", p(&trace), "-i", "1", "-w", p(&reference)]));
+    let want = pipeline::read_summaries(&[reference]).unwrap();
+    assert!(want.len() >= 1000, "{}", want.len());
+    let spool = dir.path().join("spool");
+    let run = |out: &str| {
+        let mut c = kansoku();
+        with_creds(&mut c);
+        c.args([
+            "profile",
+            "-r",
+            p(&trace),
+            "-i",
+            "1",
+            "--probe",
+            "k",
+            "--store",
+            &url,
+        ])
+        .args(["-w", p(&dir.path().join(out)), "--spool", p(&spool)]);
+        c
+    };
+    let c = ch.client();
+    let stored = || -> u64 {
+        c.execute("SELECT uniqExact(id) FROM summaries")
+            .map(|t| t.trim().parse().unwrap_or(0))
+            .unwrap_or(0)
+    };
+    let mut child = run("run1/")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while stored() == 0 && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL, while it sends
+    child.wait().unwrap();
+    let first = stored();
+    assert!(first > 0);
+    // What the killed run spooled goes now; then the same run again.
+    let said = ok(with_creds(&mut kansoku()).args([
+        "store",
+        "send",
+        "--store",
+        &url,
+        "--spool",
+        p(&spool),
+    ]));
+    assert!(said.contains("0 still wait"), "{said}");
+    let after_send = stored();
+    ok(&mut run("run2/"));
+    let back = store::read(&c, &["k".to_string()], 0, u64::MAX).unwrap();
+    eprintln!(
+        "killed with {first} of {} stored, {after_send} after store send, {} after the second run",
+        want.len(),
+        back.len()
+    );
+    assert_eq!(back.len(), want.len(), "each summary once");
+    for (b, w) in back.iter().zip(&want) {
+        assert_eq!(b.summary, *w);
+    }
+}
+
+/// `kansoku bench store`, small: the store's answers are the files' (the
+/// bench fails otherwise) and every figure is printed.
+#[test]
+fn bench_store_agrees_with_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kansoku()
+        .current_dir(dir.path())
+        .args([
+            "bench",
+            "store",
+            "--probes",
+            "2",
+            "--days",
+            "3",
+            "--pool-days",
+            "1",
+            "--rounds",
+            "1",
+        ])
+        .args(["--year-files", "--dir", p(&dir.path().join("files"))])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("needs clickhouse-server") {
+        assert!(std::env::var_os("CI").is_none(), "{err}");
+        return;
+    }
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("yes, text for text").count(), 2, "{text}");
+    assert!(
+        text.contains("Ingest: ") && text.contains("The web view's JSON"),
+        "{text}"
+    );
 }

@@ -170,3 +170,50 @@ impl Drop for ClickHouse {
         self.kill();
     }
 }
+
+/// A tmpfs of a given size mounted on a new directory (a disk that fills),
+/// unmounted on drop. Needs root: None elsewhere, a failure under CI.
+pub struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    pub fn mount(kib: u64) -> Option<Tmpfs> {
+        let d = tempfile::tempdir().ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "kansoku-test"])
+            .arg(d.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mounting a tmpfs failed under CI (the tests run as root there)"
+            );
+            eprintln!("skipped: cannot mount a tmpfs here (not root)");
+            return None;
+        }
+        Some(Tmpfs(d))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Fills the file system with one file (`fill`), until it is full.
+    pub fn fill(&self) -> PathBuf {
+        let f = self.path().join("fill");
+        let _ = Command::new("dd")
+            .args(["if=/dev/zero", "bs=1M"])
+            .arg(format!("of={}", f.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        f
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}

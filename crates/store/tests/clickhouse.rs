@@ -105,7 +105,8 @@ fn the_spool_keeps_what_the_store_cannot_take_and_sends_it_once() {
     store::init(&c).unwrap();
     let spool = Arc::new(Spool::open(&dir.path().join("spool")).unwrap());
     let sender = Sender::start(spool.clone(), c.clone());
-    let sums = summaries(9, 60);
+    // 1,002 summaries of three probes.
+    let sums = summaries(9, 334);
     let probes = ["a", "b", "c"];
     let mut n = 0;
     for (i, s) in sums.iter().enumerate() {
@@ -113,10 +114,10 @@ fn the_spool_keeps_what_the_store_cannot_take_and_sends_it_once() {
             spool.push(p, s).unwrap();
             n += 1;
         }
-        if i == 20 {
+        if i == 110 {
             ch.kill(); // SIGKILL in the middle of the run
         }
-        if i == 40 {
+        if i == 220 {
             assert!(
                 !spool.pending().unwrap().is_empty(),
                 "the spool holds what waits"
@@ -459,4 +460,39 @@ fn re_aggregation_at_the_server_is_the_files_merge() {
     bad.probes.clear();
     bad.threshold = f64::NAN;
     assert!(store::merge(&c, &bad).is_err());
+}
+
+/// ClickHouse's own disk full for a while: the spool keeps every summary,
+/// and once there is room each is stored once.
+#[test]
+fn a_store_whose_disk_is_full_keeps_the_summaries_waiting() {
+    let Some(disk) = store::testing::Tmpfs::mount(512 * 1024) else {
+        return;
+    };
+    let Some(ch) = ClickHouse::start(disk.path()) else {
+        return;
+    };
+    let c = ch.client();
+    store::init(&c).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Arc::new(Spool::open(&dir.path().join("spool")).unwrap());
+    let fill = disk.fill();
+    let sender = Sender::start(spool.clone(), c.clone());
+    let sums = summaries(13, 40);
+    for s in &sums {
+        spool.push("full", s).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        sender.stats.down.load(std::sync::atomic::Ordering::Relaxed),
+        "the store refused while full"
+    );
+    assert!(!spool.pending().unwrap().is_empty(), "the spool keeps them");
+    std::fs::remove_file(fill).unwrap();
+    assert_eq!(sender.finish(&spool, Duration::from_secs(120)), 0);
+    let back = store::read(&c, &[], 0, u64::MAX).unwrap();
+    assert_eq!(back.len(), sums.len());
+    for (b, s) in back.iter().zip(&sums) {
+        assert_eq!(b.summary, *s);
+    }
 }

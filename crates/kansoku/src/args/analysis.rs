@@ -312,6 +312,16 @@ pub enum StoreAction {
         #[arg(long, value_enum, default_value_t = SummaryFormatArg::Kansoku)]
         format: SummaryFormatArg,
     },
+    /// Send what waits in the spool (after an outage, without profiling anything): exit 0 when it is empty,
+    /// 1 when summaries still wait.
+    Send {
+        /// The spool (default: ~/.local/state/kansoku/spool).
+        #[arg(long, value_name = "DIR")]
+        spool: Option<PathBuf>,
+        /// How long to keep trying while the store does not take them, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        wait: u64,
+    },
     /// Write the store's summaries out as files, DIR/PROBE/YYYYMMDD.HHMMSS.agr.
     Export {
         /// Output directory.
