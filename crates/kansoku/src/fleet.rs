@@ -41,12 +41,13 @@ impl Fleet {
                 "--probe {probe:?}: letters, digits, _, - and ., at most 64"
             )));
         }
-        if let Err(e) = store::schema::check(&c) {
+        let down = store::schema::check(&c).err();
+        if let Some(e) = &down {
             eprintln!("kansoku: {e}; summaries wait in the spool until it answers");
         }
         let dir = spool_dir(o.spool.as_deref());
         let spool = Arc::new(Spool::open(&dir).map_err(|e| Error::output(display_path(&dir), &e))?);
-        let sender = Sender::start(spool.clone(), c);
+        let sender = Sender::start_with(spool.clone(), c, down.is_some());
         let (sp, shown) = (spool.clone(), display_path(&dir));
         let not_spooled = Arc::new(AtomicU64::new(0));
         let lost = not_spooled.clone();

@@ -856,3 +856,74 @@ wait $k || true
         assert!(g.data == *s, "frame {i} differs");
     }
 }
+
+/// `capture --profile --store` with the store out of reach (the capture's
+/// namespace has no route to it): every interval's summary waits in the
+/// spool, `--json` says how many, and `store send` later puts each in the
+/// store once, as the files have it.
+#[test]
+fn capture_summaries_wait_in_the_spool_and_the_store_takes_them_later() {
+    let Some(dir) = netns_test(
+        r#"
+$K capture -i kcb --profile "$DIR/prof" --profile-interval 1 --store http://127.0.0.1:9/fleet --probe cap-1 \
+  --spool "$DIR/spool" --json 2> "$DIR/a.err" &
+a=$!
+wait_listening "$DIR/a.err"
+$K generate -i kca --pps 2000 --duration 2 --ip mix > /dev/null
+sleep 1.5
+kill -INT $a
+wait $a
+"#,
+    ) else {
+        return;
+    };
+    let a = json(dir.path().join("a.err"));
+    assert_accounting(&a);
+    let (total, files) = summary_totals(&dir.path().join("prof"));
+    assert!(files >= 2 && total > 3000, "{a}");
+    assert_eq!(a["store"]["sent"], 0, "{a}");
+    assert_eq!(a["store"]["waiting"], files as u64, "{a}");
+    assert_eq!(a["store"]["not_spooled"], 0, "{a}");
+    let err = std::fs::read_to_string(dir.path().join("a.err")).unwrap();
+    assert_eq!(
+        err.matches("summaries wait in the spool until it answers")
+            .count(),
+        1,
+        "{err}"
+    );
+    // Later, from a host that reaches the store.
+    let chdir = tempfile::tempdir().unwrap();
+    let Some(ch) = store::testing::ClickHouse::start(chdir.path()) else {
+        return;
+    };
+    let url = ch.url().to_string();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kansoku"))
+            .env("KANSOKU_STORE_USER", "kansoku")
+            .env("KANSOKU_STORE_PASSWORD", store::testing::PASSWORD)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["store", "init", "--store", &url]);
+    let spool = dir.path().join("spool");
+    run(&[
+        "store",
+        "send",
+        "--store",
+        &url,
+        "--spool",
+        spool.to_str().unwrap(),
+    ]);
+    let back = store::read(&ch.client(), &["cap-1".to_string()], 0, u64::MAX).unwrap();
+    let want = pipeline::read_summaries(&[dir.path().join("prof")]).unwrap();
+    assert_eq!(back.len(), want.len());
+    for (b, w) in back.iter().zip(&want) {
+        assert_eq!(b.summary, *w);
+    }
+}

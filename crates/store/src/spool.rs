@@ -114,7 +114,14 @@ pub struct Sender {
 
 impl Sender {
     pub fn start(spool: Arc<Spool>, client: Client) -> Sender {
+        Sender::start_with(spool, client, false)
+    }
+
+    /// [`start`](Self::start) knowing whether the store is down already
+    /// (its caller has said so: no second warning).
+    pub fn start_with(spool: Arc<Spool>, client: Client, down: bool) -> Sender {
         let stats = Arc::new(SendStats::default());
+        stats.down.store(down, Ordering::Relaxed);
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (stats.clone(), stop.clone());
         let thread = std::thread::spawn(move || send_loop(&spool, &client, &st, &sp));
