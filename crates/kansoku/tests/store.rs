@@ -210,6 +210,50 @@ fn round_trip(url: &str, dir: &std::path::Path, auth: bool) {
     assert!(get(&a2, "/api/v1/catalog").contains("\"probes\":[\"edge-1\"]"));
     assert!(get(&a2, "/api/v1/view?probe=edge-1").contains("\"aggregates\""));
     merges_like_the_files(&url, &files);
+    another_schema_keeps_the_spool(&url, &trace, dir);
+}
+
+/// A store with a schema of another version: `store` commands refuse it
+/// (exit 2), and `profile --store` keeps every summary in its spool.
+fn another_schema_keeps_the_spool(url: &str, trace: &std::path::Path, dir: &std::path::Path) {
+    let c = store::Client::new(
+        store::StoreUrl::parse(url).unwrap(),
+        Some(store::Credentials::new("kansoku", PASSWORD)),
+    );
+    let count = || c.execute("SELECT count() FROM summaries").unwrap();
+    let before = count();
+    c.insert("schema_version", b"2\n").unwrap();
+    let out = with_creds(&mut kansoku())
+        .args(["store", "status", "--store", url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("schema version 2"));
+    let spool = dir.join("spool-v2");
+    let out = with_creds(&mut kansoku())
+        .args([
+            "profile",
+            "-r",
+            p(trace),
+            "-i",
+            "60",
+            "-w",
+            p(&dir.join("v2/")),
+        ])
+        .args(["--store", url, "--probe", "edge-2", "--spool", p(&spool)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("schema version 2").count(), 1, "{err}");
+    let made = std::fs::read_dir(dir.join("v2")).unwrap().count();
+    let waiting = store::Spool::open(&spool).unwrap().pending().unwrap().len();
+    assert_eq!(waiting, made, "{err}");
+    assert_eq!(
+        count(),
+        before,
+        "nothing went into a store of another schema"
+    );
 }
 
 /// `store merge` against the store at `url` (which holds the summaries of

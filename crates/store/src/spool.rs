@@ -150,8 +150,28 @@ impl Sender {
     }
 }
 
+/// Says once that the store went away (or will not take summaries) and
+/// waits `backoff` (doubling it up to 5 s; 5 s at once for what does not heal
+/// by itself: a wrong password, another schema).
+fn went_away(e: &crate::StoreError, st: &SendStats, stop: &AtomicBool, backoff: &mut Duration) {
+    if !st.down.swap(true, Ordering::Relaxed) {
+        eprintln!("kansoku: {e}; summaries wait in the spool until it answers");
+    }
+    if !e.transient() {
+        *backoff = Duration::from_secs(5);
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < *backoff && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    *backoff = (*backoff * 2).min(Duration::from_secs(5));
+}
+
 fn send_loop(spool: &Spool, client: &Client, st: &SendStats, stop: &AtomicBool) {
     let mut backoff = Duration::from_millis(100);
+    // Summaries go only into a store with this kansoku's schema: checked
+    // before the first send and again after any failure.
+    let mut checked = false;
     while !stop.load(Ordering::Relaxed) {
         let files = match spool.pending() {
             Ok(v) => v,
@@ -165,6 +185,13 @@ fn send_loop(spool: &Spool, client: &Client, st: &SendStats, stop: &AtomicBool) 
         if files.is_empty() {
             std::thread::sleep(Duration::from_millis(50));
             continue;
+        }
+        if !checked {
+            if let Err(e) = crate::schema::check(client) {
+                went_away(&e, st, stop, &mut backoff);
+                continue;
+            }
+            checked = true;
         }
         // Up to BATCH files a round, in one insert per table.
         for chunk in files.chunks(BATCH) {
@@ -210,19 +237,8 @@ fn send_loop(spool: &Spool, client: &Client, st: &SendStats, stop: &AtomicBool) 
                     eprintln!("kansoku: {m}; moved aside as .bad");
                 }
                 Err(e) => {
-                    if !st.down.swap(true, Ordering::Relaxed) {
-                        eprintln!("kansoku: {e}; summaries wait in the spool until it answers");
-                    }
-                    if !e.transient() {
-                        // A wrong password or schema does not heal by itself
-                        // quickly; still, keep the data and try now and then.
-                        backoff = Duration::from_secs(5);
-                    }
-                    let t0 = Instant::now();
-                    while t0.elapsed() < backoff && !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    went_away(&e, st, stop, &mut backoff);
+                    checked = false;
                     break;
                 }
             }
