@@ -211,6 +211,37 @@ fn round_trip(url: &str, dir: &std::path::Path, auth: bool) {
     assert!(get(&a2, "/api/v1/view?probe=edge-1").contains("\"aggregates\""));
     merges_like_the_files(&url, &files);
     another_schema_keeps_the_spool(&url, &trace, dir);
+    if auth {
+        a_wrong_password_keeps_the_spool(&url, &trace, dir);
+    }
+}
+
+/// `profile --store` with a password the store refuses: one warning that
+/// never shows the password, exit 0, and every summary in the spool.
+fn a_wrong_password_keeps_the_spool(url: &str, trace: &std::path::Path, dir: &std::path::Path) {
+    let spool = dir.join("spool-pw");
+    let out = kansoku()
+        .env("KANSOKU_STORE_USER", "kansoku")
+        .env("KANSOKU_STORE_PASSWORD", "s3cret-not-this")
+        .args([
+            "profile",
+            "-r",
+            p(trace),
+            "-i",
+            "60",
+            "-w",
+            p(&dir.join("pw/")),
+        ])
+        .args(["--store", url, "--probe", "edge-3", "--spool", p(&spool)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+    assert_eq!(err.matches("refused the credentials").count(), 1, "{err}");
+    let made = std::fs::read_dir(dir.join("pw")).unwrap().count();
+    let waiting = store::Spool::open(&spool).unwrap().pending().unwrap().len();
+    assert_eq!(waiting, made, "{err}");
 }
 
 /// A store with a schema of another version: `store` commands refuse it
