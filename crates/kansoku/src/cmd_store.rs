@@ -127,31 +127,59 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
         StoreAction::Export { write, range } => {
             store::schema::check(&c).map_err(error)?;
             let (from_ns, to_ns) = range.ns();
-            let v = store::read(&c, &range.probes, from_ns, to_ns).map_err(error)?;
+            // A day at a time: what the server groups and what kansoku
+            // holds stay a day's, however long the range.
+            let known = store::schema::probes(&c).map_err(error)?;
+            let first = known.iter().map(|p| p.2).min().unwrap_or(0).max(from_ns);
+            let last = known.iter().map(|p| p.3).max().unwrap_or(0).min(to_ns);
+            const DAY: u64 = 86_400_000_000_000;
             let mut written = std::collections::HashSet::new();
-            for st in &v {
-                // Probe names were checked when read: never a path of their own.
-                let dir = write.join(&st.probe);
-                std::fs::create_dir_all(&dir).map_err(|e| Error::output(display_path(&dir), &e))?;
-                // Two summaries starting in the same second get two files
-                // (a file from an earlier export is replaced).
-                let stamp = aguri::summary::file_stamp(st.summary.start_ns);
-                let mut f = dir.join(format!("{stamp}.agr"));
-                let mut k = 1;
-                while written.contains(&f) {
-                    f = dir.join(format!("{stamp}.{k}.agr"));
-                    k += 1;
+            let mut day = first - first % DAY;
+            while day <= last && !known.is_empty() {
+                let (a, b) = (day.max(from_ns), day.saturating_add(DAY).min(to_ns));
+                day = day.saturating_add(DAY);
+                if a >= b {
+                    continue;
                 }
-                written.insert(f.clone());
-                std::fs::write(&f, st.summary.to_string())
-                    .map_err(|e| Error::output(display_path(&f), &e))?;
+                let v = store::read(&c, &range.probes, a, b).map_err(error)?;
+                export(write, &v, &mut written)?;
+                if day == u64::MAX {
+                    break;
+                }
             }
             eprintln!(
                 "kansoku: exported {} summaries to {}",
-                v.len(),
+                written.len(),
                 display_path(write)
             );
         }
     }
     Ok(Report::default())
+}
+
+/// Writes `v` as DIR/PROBE/YYYYMMDD.HHMMSS.agr; `written` holds the files
+/// of this export so far.
+fn export(
+    write: &std::path::Path,
+    v: &[store::Stored],
+    written: &mut std::collections::HashSet<std::path::PathBuf>,
+) -> pipeline::Result<()> {
+    for st in v {
+        // Probe names were checked when read: never a path of their own.
+        let dir = write.join(&st.probe);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::output(display_path(&dir), &e))?;
+        // Two summaries starting in the same second get two files (a file
+        // from an earlier export is replaced).
+        let stamp = aguri::summary::file_stamp(st.summary.start_ns);
+        let mut f = dir.join(format!("{stamp}.agr"));
+        let mut k = 1;
+        while written.contains(&f) {
+            f = dir.join(format!("{stamp}.{k}.agr"));
+            k += 1;
+        }
+        std::fs::write(&f, st.summary.to_string())
+            .map_err(|e| Error::output(display_path(&f), &e))?;
+        written.insert(f);
+    }
+    Ok(())
 }

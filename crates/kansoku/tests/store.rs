@@ -184,17 +184,7 @@ fn round_trip(url: &str, dir: &std::path::Path, auth: bool) {
     // Exported, the store's summaries are the files, byte for byte.
     let exp = dir.join("exp");
     ok(with_creds(&mut kansoku()).args(["store", "export", "--store", &url, "-w", p(&exp)]));
-    let mut names: Vec<_> = std::fs::read_dir(&files)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    names.sort();
-    assert!(names.len() >= 6);
-    for n in &names {
-        let a = std::fs::read_to_string(files.join(n)).unwrap();
-        let b = std::fs::read_to_string(exp.join("edge-1").join(n)).unwrap();
-        assert_eq!(a, b, "{n:?}");
-    }
+    assert!(exported_as_written(&files, &exp.join("edge-1")) >= 6);
     // The web view from the store and from the directory: the same JSON.
     let (_w1, a1) = serve(&["web", p(&files), "--listen", "127.0.0.1:0"]);
     let (_w2, a2) = serve(&["web", "--store", &url, "--listen", "127.0.0.1:0"]);
@@ -330,6 +320,30 @@ fn merges_like_the_files(url: &str, files: &std::path::Path) {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A throwaway ClickHouse with kansoku's schema, and its URL.
+fn initialized(dir: &std::path::Path) -> Option<(ClickHouse, String)> {
+    let ch = ClickHouse::start(dir)?;
+    let url = ch.url().to_string();
+    ok(with_creds(&mut kansoku()).args(["store", "init", "--store", &url]));
+    Some((ch, url))
+}
+
+/// Checks that every file in `files` is in `exported`, byte for byte;
+/// how many there are.
+fn exported_as_written(files: &std::path::Path, exported: &std::path::Path) -> usize {
+    let mut names: Vec<_> = std::fs::read_dir(files)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    for n in &names {
+        let a = std::fs::read_to_string(files.join(n)).unwrap();
+        let b = std::fs::read_to_string(exported.join(n)).unwrap();
+        assert_eq!(a, b, "{n:?}");
+    }
+    names.len()
+}
+
 /// `synth` of `count` frames of 500 flows at 50 frames/s into `trace`.
 fn synth(trace: &std::path::Path, count: &str, extra: &[&str]) {
     ok(kansoku()
@@ -401,11 +415,9 @@ fn a_full_spool_disk_is_reported_and_nothing_else_is_lost() {
 #[test]
 fn kansoku_killed_while_sending_and_run_again_stores_each_summary_once() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(ch) = ClickHouse::start(dir.path()) else {
+    let Some((ch, url)) = initialized(dir.path()) else {
         return;
     };
-    let url = ch.url().to_string();
-    ok(with_creds(&mut kansoku()).args(["store", "init", "--store", &url]));
     let trace = dir.path().join("t.pcap");
     // 1,000 s of traffic: 1,000 summaries of a second.
     synth(&trace, "50000", &[]);
@@ -508,4 +520,58 @@ fn bench_store_agrees_with_the_files() {
         text.contains("Ingest: ") && text.contains("The web view's JSON"),
         "{text}"
     );
+}
+
+/// `store export` of summaries over several days (read a day at a time):
+/// every file back, byte for byte, and a range exports only its part.
+#[test]
+fn an_export_of_several_days_gives_back_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_ch, url)) = initialized(dir.path()) else {
+        return;
+    };
+    let trace = dir.path().join("t.pcap");
+    // 3,000 packets over 2.3 days: 56 hourly summaries on three days.
+    ok(kansoku().args([
+        "synth",
+        "-c",
+        "3000",
+        "--rate",
+        "0.015",
+        "--flows",
+        "50",
+        "-w",
+        p(&trace),
+    ]));
+    let files = dir.path().join("files/");
+    ok(with_creds(&mut kansoku())
+        .args(["profile", "-r", p(&trace), "-i", "3600", "-w", p(&files)])
+        .args([
+            "--store",
+            &url,
+            "--probe",
+            "days",
+            "--spool",
+            p(&dir.path().join("spool")),
+        ]));
+    let exp = dir.path().join("exp");
+    let said =
+        ok(with_creds(&mut kansoku()).args(["store", "export", "--store", &url, "-w", p(&exp)]));
+    assert!(said.contains("exported 56 summaries"), "{said}");
+    assert_eq!(exported_as_written(&files, &exp.join("days")), 56);
+    // 2026-01-02 only: 24 summaries.
+    let one = dir.path().join("one");
+    let said = ok(with_creds(&mut kansoku()).args([
+        "store",
+        "export",
+        "--store",
+        &url,
+        "-w",
+        p(&one),
+        "--from",
+        "1767312000",
+        "--to",
+        "1767398400",
+    ]));
+    assert!(said.contains("exported 24 summaries"), "{said}");
 }
