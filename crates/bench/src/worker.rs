@@ -148,7 +148,14 @@ fn capture_into<W: Write + Send>(
         ring,
         chain: Chain::new(Stages::default(), Some(sink)),
     }];
-    let (stats, mut report) = run_lanes(&mut lanes, &cfg, stop, &AtomicBool::new(false), None);
+    let (stats, mut report) = run_lanes(
+        &mut lanes,
+        &cfg,
+        stop,
+        &AtomicBool::new(false),
+        None,
+        &String::new,
+    );
     let mut bytes_out = 0;
     let r = CaptureReport::close_lanes(&a.interface, lanes, &stats, &mut report, |sink| {
         let w = sink.finish()?;

@@ -187,12 +187,20 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         ..PipelineConfig::default()
     };
     let reload = reloader.as_mut().zip(reload_request);
+    let store_stats = fleet.as_ref().map(|f| f.stats());
+    let note = move || {
+        store_stats
+            .as_deref()
+            .map(crate::progress::store_note)
+            .unwrap_or_default()
+    };
     let (stats, mut report) = run_lanes(
         &mut lanes,
         &cfg,
         signals::stop_flag(),
         signals::abort_flag(),
         reload,
+        &note,
     );
     finish(args, lanes, stats, fleet, &mut report)?;
     Ok(report)

@@ -34,14 +34,16 @@ pub struct Lane<R, S> {
 /// by kansoku.
 /// On a terminal, a line of live counts is redrawn once a second. With a
 /// `reload` (a reloader and its request flag, SIGHUP's), the rule file is
-/// read again and swapped into every lane on each request. Returns the
-/// counters summed over the rings and the report of a live run.
+/// read again and swapped into every lane on each request. `note` adds to
+/// the live line (the fleet store's counts). Returns the counters summed
+/// over the rings and the report of a live run.
 pub fn run_lanes<R, S>(
     lanes: &mut [Lane<R, S>],
     cfg: &PipelineConfig,
     signal: &AtomicBool,
     abort: &AtomicBool,
     reload: Option<(&mut Reloader, &AtomicBool)>,
+    note: &(dyn Fn() -> String + Sync),
 ) -> (CaptureStats, Report)
 where
     R: Ring,
@@ -51,7 +53,7 @@ where
     let done = AtomicBool::new(false);
     let live: Vec<LiveStats> = lanes.iter().map(|_| LiveStats::default()).collect();
     let results: Vec<(CaptureStats, Report)> = std::thread::scope(|s| {
-        let watch = s.spawn(|| watch(&live, signal, &stop, &done));
+        let watch = s.spawn(|| watch(&live, signal, &stop, &done, note));
         let reloader = reload.map(|(r, request)| {
             let done = &done;
             s.spawn(move || r.serve(request, done, |m| eprintln!("kansoku: {m}")))
@@ -101,7 +103,13 @@ where
 
 /// Until `done`: passes `signal` on to the lanes, and once a second on a
 /// terminal prints what the capture has seen so far.
-fn watch(lanes: &[LiveStats], signal: &AtomicBool, stop: &AtomicBool, done: &AtomicBool) {
+fn watch(
+    lanes: &[LiveStats],
+    signal: &AtomicBool,
+    stop: &AtomicBool,
+    done: &AtomicBool,
+    note: &(dyn Fn() -> String + Sync),
+) {
     let progress = io::stderr().is_terminal();
     let sum = |f: fn(&LiveStats) -> &AtomicU64| -> u64 {
         lanes.iter().map(|l| f(l).load(Ordering::Relaxed)).sum()
@@ -117,11 +125,12 @@ fn watch(lanes: &[LiveStats], signal: &AtomicBool, stop: &AtomicBool, done: &Ato
             continue;
         }
         eprint!(
-            "\r{} received, {} dropped by the kernel, {} dropped by kansoku, {} handed to the writer   ",
+            "\r{} received, {} dropped by the kernel, {} dropped by kansoku, {} handed to the writer{}   ",
             sum(|l| &l.received),
             sum(|l| &l.kernel_drops),
             sum(|l| &l.dropped_queue),
             sum(|l| &l.delivered),
+            note(),
         );
     }
     if progress {
