@@ -37,11 +37,11 @@ impl PortRange {
     }
 }
 
-impl fmt::Display for PortRange {
-    /// As agurim: `*` for any port (and, as agurim, for a range starting
-    /// at 0), `80`, or `49152-65535`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.port == 0 && self.len < 16 || self.len == 0 {
+impl PortRange {
+    /// `*` for any port, `80`, or `49152-65535`; with `zero_is_any`, as
+    /// agurim, a range starting at 0 is `*` too.
+    fn write(&self, f: &mut fmt::Formatter<'_>, zero_is_any: bool) -> fmt::Result {
+        if self.len == 0 || zero_is_any && self.port == 0 && self.len < 16 {
             f.write_str("*")
         } else if self.len == 16 {
             write!(f, "{}", self.port)
@@ -49,6 +49,14 @@ impl fmt::Display for PortRange {
             let end = u32::from(self.port) + (1u32 << (16 - self.len)) - 1;
             write!(f, "{}-{end}", self.port)
         }
+    }
+}
+
+impl fmt::Display for PortRange {
+    /// As agurim: `*` for any port (and, as agurim, for a range starting
+    /// at 0), `80`, or `49152-65535`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, true)
     }
 }
 
@@ -68,6 +76,24 @@ impl fmt::Display for ProtoSpec {
             Some(p) => write!(f, "{p}:")?,
         }
         write!(f, "{}:{}", self.sport, self.dport)
+    }
+}
+
+/// A [`ProtoSpec`] as kansoku's own format writes it: as its `Display`,
+/// except that a port range starting at 0 is written as the range
+/// (`0-1023`) and protocol 0 as `0`, not as agurim's `*`, so that it reads
+/// back the same.
+pub struct ExactSpec(pub ProtoSpec);
+
+impl fmt::Display for ExactSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.proto {
+            None => f.write_str("*:")?,
+            Some(p) => write!(f, "{p}:")?,
+        }
+        self.0.sport.write(f, false)?;
+        f.write_str(":")?;
+        self.0.dport.write(f, false)
     }
 }
 

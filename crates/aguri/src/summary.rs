@@ -293,7 +293,13 @@ impl fmt::Display for Summary {
                 }
                 for (i, e) in fl.protos.iter().enumerate() {
                     let sep = if i == 0 { "" } else { " " };
-                    let _ = write!(line, "{sep}[{}] {} {}", e.spec, e.bytes, e.packets);
+                    let _ = write!(
+                        line,
+                        "{sep}[{}] {} {}",
+                        crate::flows2d::ExactSpec(e.spec),
+                        e.bytes,
+                        e.packets
+                    );
                 }
                 writeln!(f, "{line}")?;
             }
@@ -1058,6 +1064,47 @@ mod tests {
         assert!(e.message.contains("more than their flow"), "{e}");
         let huge = text.replace("\t-\n", "\t[6:80:*] 18446744073709551615 0 [6:81:*] 1 0\n");
         assert!(parse_summaries(&huge).is_err());
+    }
+
+    /// Port ranges from 0 and protocol 0, which agurim's format writes as
+    /// `*`, come back as they were from kansoku's.
+    #[test]
+    fn ranges_from_port_zero_and_protocol_zero_read_back_the_same() {
+        use crate::flows2d::{PortRange, ProtoEntry, ProtoSpec};
+        let mut s = Summary::empty(0, 1_000_000_000, Metric::Either, 1.0);
+        let root = Prefix::new(KeyKind::Address, 0, 0);
+        for sec in &mut s.sections {
+            sec.bytes = 300;
+            sec.packets = 3;
+            sec.entries[0].bytes = 300;
+            sec.entries[0].packets = 3;
+        }
+        let entry = |proto, sport, dport| ProtoEntry {
+            spec: ProtoSpec {
+                proto,
+                sport,
+                dport,
+            },
+            bytes: 100,
+            packets: 1,
+        };
+        s.flows.push(crate::flows2d::Flow {
+            src: root,
+            dst: root,
+            bytes: 300,
+            packets: 3,
+            protos: vec![
+                entry(Some(6), PortRange::new(0, 6), PortRange::exact(80)),
+                entry(Some(17), PortRange::exact(53), PortRange::new(0, 1)),
+                entry(Some(0), PortRange::ANY, PortRange::ANY),
+            ],
+        });
+        let text = s.to_string();
+        assert!(
+            text.contains("[6:0-1023:80]") && text.contains("[0:*:*]"),
+            "{text}"
+        );
+        assert_eq!(parse_summaries(&text).unwrap()[0], s);
     }
 
     #[test]
