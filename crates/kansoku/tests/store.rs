@@ -206,32 +206,41 @@ fn round_trip(url: &str, dir: &std::path::Path, auth: bool) {
     }
 }
 
+/// Runs `profile -i 60` of `trace` with `cmd`'s
+/// credentials into `dir/NAME/` and the spool `dir/spool-NAME`, against
+/// `url`; checks it succeeded and that every summary it made waits in the
+/// spool. Its standard error.
+fn profile_kept_in_spool(
+    mut cmd: std::process::Command,
+    url: &str,
+    trace: &std::path::Path,
+    dir: &std::path::Path,
+    name: &str,
+) -> String {
+    let spool = dir.join(format!("spool-{name}"));
+    let out = cmd
+        .args(["profile", "-r", p(trace), "-i", "60", "-w"])
+        .arg(dir.join(name).join(""))
+        .args(["--store", url, "--probe", name, "--spool", p(&spool)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let made = std::fs::read_dir(dir.join(name)).unwrap().count();
+    let waiting = store::Spool::open(&spool).unwrap().pending().unwrap().len();
+    assert_eq!(waiting, made, "{err}");
+    err
+}
+
 /// `profile --store` with a password the store refuses: one warning that
 /// never shows the password, exit 0, and every summary in the spool.
 fn a_wrong_password_keeps_the_spool(url: &str, trace: &std::path::Path, dir: &std::path::Path) {
-    let spool = dir.join("spool-pw");
-    let out = kansoku()
-        .env("KANSOKU_STORE_USER", "kansoku")
-        .env("KANSOKU_STORE_PASSWORD", "s3cret-not-this")
-        .args([
-            "profile",
-            "-r",
-            p(trace),
-            "-i",
-            "60",
-            "-w",
-            p(&dir.join("pw/")),
-        ])
-        .args(["--store", url, "--probe", "edge-3", "--spool", p(&spool)])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let mut cmd = kansoku();
+    cmd.env("KANSOKU_STORE_USER", "kansoku")
+        .env("KANSOKU_STORE_PASSWORD", "s3cret-not-this");
+    let err = profile_kept_in_spool(cmd, url, trace, dir, "edge-3");
     assert!(!err.contains("s3cret"), "{err}");
     assert_eq!(err.matches("refused the credentials").count(), 1, "{err}");
-    let made = std::fs::read_dir(dir.join("pw")).unwrap().count();
-    let waiting = store::Spool::open(&spool).unwrap().pending().unwrap().len();
-    assert_eq!(waiting, made, "{err}");
 }
 
 /// A store with a schema of another version: `store` commands refuse it
@@ -250,26 +259,10 @@ fn another_schema_keeps_the_spool(url: &str, trace: &std::path::Path, dir: &std:
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("schema version 2"));
-    let spool = dir.join("spool-v2");
-    let out = with_creds(&mut kansoku())
-        .args([
-            "profile",
-            "-r",
-            p(trace),
-            "-i",
-            "60",
-            "-w",
-            p(&dir.join("v2/")),
-        ])
-        .args(["--store", url, "--probe", "edge-2", "--spool", p(&spool)])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let mut cmd = kansoku();
+    with_creds(&mut cmd);
+    let err = profile_kept_in_spool(cmd, url, trace, dir, "edge-2");
     assert_eq!(err.matches("schema version 2").count(), 1, "{err}");
-    let made = std::fs::read_dir(dir.join("v2")).unwrap().count();
-    let waiting = store::Spool::open(&spool).unwrap().pending().unwrap().len();
-    assert_eq!(waiting, made, "{err}");
     assert_eq!(
         count(),
         before,
