@@ -256,6 +256,16 @@ pub struct CaptureWorkerArgs {
     /// MiB of packet data the writer's queue holds before packets are dropped (and counted).
     #[arg(long, value_name = "MIB", default_value_t = 8)]
     pub queue_mib: usize,
+    /// Ring block size in KiB (as `kansoku capture --ring-block-kib`); default a sixteenth of the ring.
+    #[arg(long, value_name = "KIB")]
+    pub ring_block_kib: Option<usize>,
+    /// A ring thread hands blocks to the writer through a queue (as `kansoku capture --ring-thread`).
+    #[arg(long)]
+    pub ring_thread: bool,
+    /// With --ring-thread: ring blocks the writer may hold in place (as `kansoku capture --hold-blocks`);
+    /// 0 copies every block.
+    #[arg(long, value_name = "BLOCKS")]
+    pub hold_blocks: Option<usize>,
     /// Print the final counters as JSON.
     #[arg(long)]
     pub json: bool,

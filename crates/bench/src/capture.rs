@@ -67,9 +67,25 @@ const SETTLE_TCPDUMP: Duration = Duration::from_millis(1500);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tool {
     /// kansoku's capture worker, writing in this codec.
-    Kansoku { codec: Codec, per_packet: bool },
+    Kansoku {
+        codec: Codec,
+        per_packet: bool,
+        /// How the writer gets the ring's blocks.
+        lane: LaneKind,
+    },
     /// Another capture program ([`peers::CapturePeer`]).
     Peer(peers::CapturePeer),
+}
+
+/// How a kansoku configuration's writer gets the ring's blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LaneKind {
+    /// The writer reads them in place itself (the default).
+    Direct,
+    /// A ring thread hands them over in place (`--ring-thread`).
+    Queue,
+    /// A ring thread copies each into the queue (`--ring-thread --hold-blocks 0`).
+    Copy,
 }
 
 /// One configuration compared.
@@ -82,13 +98,14 @@ struct Config {
 
 /// The configurations, in the order they are run and shown. The first,
 /// libpcap's pattern, is the baseline the others are compared with.
-const CONFIGS: [Config; 9] = [
+const CONFIGS: [Config; 11] = [
     Config {
         name: "raw-pkt",
         description: "uncompressed, one write per packet (as pcap_dump)",
         tool: Tool::Kansoku {
             codec: Codec::None,
             per_packet: true,
+            lane: LaneKind::Direct,
         },
     },
     Config {
@@ -97,6 +114,7 @@ const CONFIGS: [Config; 9] = [
         tool: Tool::Kansoku {
             codec: Codec::None,
             per_packet: false,
+            lane: LaneKind::Direct,
         },
     },
     Config {
@@ -105,6 +123,7 @@ const CONFIGS: [Config; 9] = [
         tool: Tool::Kansoku {
             codec: Codec::Lz4,
             per_packet: true,
+            lane: LaneKind::Direct,
         },
     },
     Config {
@@ -113,6 +132,25 @@ const CONFIGS: [Config; 9] = [
         tool: Tool::Kansoku {
             codec: Codec::Lz4,
             per_packet: false,
+            lane: LaneKind::Direct,
+        },
+    },
+    Config {
+        name: "lz4-queue",
+        description: "lz4, a ring thread hands blocks in place to the writer, copies the oldest when it falls behind",
+        tool: Tool::Kansoku {
+            codec: Codec::Lz4,
+            per_packet: false,
+            lane: LaneKind::Queue,
+        },
+    },
+    Config {
+        name: "lz4-copy",
+        description: "lz4, a ring thread copies every block into the writer's queue (kansoku 0.1)",
+        tool: Tool::Kansoku {
+            codec: Codec::Lz4,
+            per_packet: false,
+            lane: LaneKind::Copy,
         },
     },
     Config {
@@ -121,6 +159,7 @@ const CONFIGS: [Config; 9] = [
         tool: Tool::Kansoku {
             codec: Codec::Gzip,
             per_packet: false,
+            lane: LaneKind::Direct,
         },
     },
     Config {
@@ -129,6 +168,7 @@ const CONFIGS: [Config; 9] = [
         tool: Tool::Kansoku {
             codec: Codec::Zstd,
             per_packet: false,
+            lane: LaneKind::Direct,
         },
     },
     Config {
@@ -185,6 +225,18 @@ pub struct Point {
     pub cpu_s: Option<f64>,
     /// That CPU time per packet written, in microseconds.
     pub cpu_us_per_packet: Option<f64>,
+    /// kansoku's own account of its ring: blocks read in place, blocks
+    /// copied, times the kernel found the ring full (freezes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring: Option<RingUse>,
+}
+
+/// How a kansoku capture used its ring at one point.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RingUse {
+    pub blocks_in_place: u64,
+    pub blocks_copied: u64,
+    pub kernel_freezes: u64,
 }
 
 impl Point {
@@ -492,7 +544,11 @@ impl Drop for WorkDir {
 fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
     let a = env.args;
     let mut peer = match c.tool {
-        Tool::Kansoku { codec, per_packet } => {
+        Tool::Kansoku {
+            codec,
+            per_packet,
+            lane,
+        } => {
             let mut cmd = env.ns.command_on(env.capture_cpu, env.exe);
             cmd.args(["bench", "capture-worker", "-i", &env.ns.rx, "--json"])
                 .arg("-B")
@@ -504,6 +560,15 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
                 .stdout(Stdio::piped());
             if per_packet {
                 cmd.arg("--per-packet");
+            }
+            match lane {
+                LaneKind::Direct => {}
+                LaneKind::Queue => {
+                    cmd.arg("--ring-thread");
+                }
+                LaneKind::Copy => {
+                    cmd.args(["--ring-thread", "--hold-blocks", "0"]);
+                }
             }
             if let Some(m) = a.disk_mbps {
                 cmd.arg("--disk-mbps").arg(m.to_string());
@@ -579,6 +644,7 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
     }
     let received = rx1?.saturating_sub(rx0);
     let end = capture.wait().map_err(|e| e.context(c.name))?;
+    let mut ring = None;
     let (written, kernel_drops, dropped_writer) = match c.tool {
         Tool::Kansoku { .. } => {
             // Exit 1 means "drops happened", which is what is measured here.
@@ -591,6 +657,11 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
                 )));
             }
             let s = parse_json(&end.stdout, "capture")?;
+            ring = Some(RingUse {
+                blocks_in_place: json_u64(&s, "ring_blocks_in_place"),
+                blocks_copied: json_u64(&s, "ring_blocks_copied"),
+                kernel_freezes: json_u64(&s, "kernel_freezes"),
+            });
             (
                 json_u64(&s, "written"),
                 json_u64(&s, "kernel_drops"),
@@ -661,6 +732,7 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
         cpu_us_per_packet: cpu_s
             .filter(|_| written > 0)
             .map(|c| c * 1e6 / written as f64),
+        ring,
     })
 }
 
@@ -835,6 +907,7 @@ mod tests {
             file_bytes: 0,
             cpu_s: None,
             cpu_us_per_packet: None,
+            ring: None,
         }
     }
 

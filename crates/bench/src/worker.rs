@@ -126,7 +126,9 @@ fn capture_into<W: Write + Send>(
         interface: a.interface.clone(),
         snaplen: DEFAULT_SNAPLEN,
         ring_bytes,
-        block_size: RingConfig::auto_block_size(ring_bytes),
+        block_size: a
+            .ring_block_kib
+            .map_or_else(|| RingConfig::auto_block_size(ring_bytes), |k| k << 10),
         ..RingConfig::default()
     };
     let ring = TpacketRing::open(&ring_cfg)
@@ -142,6 +144,8 @@ fn capture_into<W: Write + Send>(
     let cfg = PipelineConfig {
         count: a.count,
         queue_bytes: a.queue_mib.saturating_mul(1 << 20),
+        hold_blocks: a.hold_blocks,
+        direct: !a.ring_thread,
         ..PipelineConfig::default()
     };
     let mut lanes = vec![Lane {

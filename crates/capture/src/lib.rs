@@ -38,5 +38,5 @@ pub mod tx;
 pub mod usage;
 
 pub use rawip::{RawIpReceiver, RawIpSender, SendFault, UdpEncap};
-pub use ring::{KernelStats, RingConfig, TpacketRing};
+pub use ring::{KernelStats, OwnedBlock, RingConfig, SimRing, TpacketRing};
 pub use tun::{Tun, VNET_HDR_LEN};

@@ -6,8 +6,14 @@
 //! `TP_STATUS_USER` in the block's status word (or when `retire_blk_tov`
 //! milliseconds pass with a partly filled block); user space reads the
 //! packets and gives the block back by writing `TP_STATUS_KERNEL`. Those two
-//! steps are [`TpacketRing::acquire_block`] and [`BlockGuard`]'s drop, named
+//! steps are [`TpacketRing::acquire_block`] and [`OwnedBlock`]'s drop, named
 //! after libpcap's `packet_mmap_acquire`/`packet_mmap_release`.
+//!
+//! An [`OwnedBlock`] shares the ring's memory, so it can be read on another
+//! thread and given back from there once its packets are written: the
+//! consumer reads packets where the kernel put them, with no copy (the
+//! pipeline's lane decides how many blocks it may hold). The reader takes
+//! blocks in ring order and never a block it still holds.
 //!
 //! Block and packet headers are read from the mapped bytes at the offsets the
 //! kernel ABI fixes (below) through checked slices, so a corrupt offset in a
@@ -16,7 +22,8 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use wire::LinkType;
@@ -190,18 +197,99 @@ pub struct RingPacket<'a> {
 /// An open AF_PACKET socket with its mapped TPACKET_V3 ring.
 pub struct TpacketRing {
     fd: OwnedFd,
-    map: *mut u8,
-    map_len: usize,
-    block_size: usize,
-    block_nr: usize,
+    mem: Arc<Memory>,
     next_block: usize,
     link_type: LinkType,
     stats: KernelStats,
 }
 
-// SAFETY: the mapping is owned by this value alone and only touched through
-// `&mut self`; moving it to another thread moves that exclusive ownership.
-unsafe impl Send for TpacketRing {}
+/// Where a ring's bytes live.
+enum Backing {
+    /// The kernel's ring, mapped; unmapped when the last user is gone.
+    Mapped,
+    /// Heap memory laid out as the kernel lays out a ring ([`SimRing`]).
+    Heap(#[allow(dead_code)] Vec<u64>),
+}
+
+/// A ring's memory, shared by the ring and every block user space holds
+/// ([`OwnedBlock`]), so that a block can be read on another thread, and
+/// outlive the ring, without a copy.
+///
+/// The kernel and user space own each block in turn: the kernel writes a
+/// block only while its status word says `TP_STATUS_KERNEL`, user space
+/// reads it only from the moment the status says `TP_STATUS_USER` until it
+/// writes `TP_STATUS_KERNEL` back. `held` marks the blocks user space holds,
+/// so that the reader, coming round the ring, never takes a block it
+/// already holds (its status still says user).
+struct Memory {
+    base: *mut u8,
+    len: usize,
+    block_size: usize,
+    block_nr: usize,
+    held: Box<[AtomicBool]>,
+    backing: Backing,
+}
+
+// SAFETY: the memory is shared with the kernel, which follows the ownership
+// protocol above; within the process, a block's bytes are read only by the
+// one `OwnedBlock` holding it (shared `&[u8]` reads), the status words only
+// atomically, and `SimRing` writes only blocks that no one holds and whose
+// status gives them to the "kernel". Nothing else touches the bytes, so the
+// value may be sent to and shared between threads.
+unsafe impl Send for Memory {}
+// SAFETY: as above.
+unsafe impl Sync for Memory {}
+
+impl Memory {
+    fn new(base: *mut u8, block_size: usize, block_nr: usize, backing: Backing) -> Memory {
+        Memory {
+            base,
+            len: block_size * block_nr,
+            block_size,
+            block_nr,
+            held: (0..block_nr).map(|_| AtomicBool::new(false)).collect(),
+            backing,
+        }
+    }
+
+    /// The status word of block `i`, shared with the kernel.
+    fn status(&self, i: usize) -> &AtomicU32 {
+        assert!(i < self.block_nr);
+        // SAFETY: block `i` lies inside the memory (i < block_nr), its
+        // status word is 4-byte aligned (blocks are page aligned, or 8-byte
+        // aligned on the heap, and the word is at offset 8), and the kernel
+        // only ever accesses it atomically as well.
+        unsafe { AtomicU32::from_ptr(self.base.add(i * self.block_size + block::STATUS).cast()) }
+    }
+
+    /// Takes block `i` for user space if the kernel has handed it over and
+    /// it is not already held.
+    fn take(self: &Arc<Memory>, i: usize) -> Option<OwnedBlock> {
+        if self.held[i].load(Ordering::Acquire)
+            || self.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0
+        {
+            return None;
+        }
+        self.held[i].store(true, Ordering::Relaxed);
+        Some(OwnedBlock {
+            mem: Arc::clone(self),
+            index: i,
+        })
+    }
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        if let Backing::Mapped = self.backing {
+            // SAFETY: unmaps exactly the region mapped in `open`; every
+            // block (the only thing that reads it) holds this memory alive,
+            // so nothing refers to it any more.
+            unsafe {
+                libc::munmap(self.base.cast(), self.len);
+            }
+        }
+    }
+}
 
 fn last_error(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
@@ -406,10 +494,12 @@ impl TpacketRing {
         };
         let ring = TpacketRing {
             fd,
-            map: map.cast(),
-            map_len,
-            block_size: cfg.block_size,
-            block_nr,
+            mem: Arc::new(Memory::new(
+                map.cast(),
+                cfg.block_size,
+                block_nr,
+                Backing::Mapped,
+            )),
             next_block: 0,
             link_type,
             stats: KernelStats::default(),
@@ -446,23 +536,29 @@ impl TpacketRing {
 
     /// Ring size in bytes.
     pub fn ring_bytes(&self) -> usize {
-        self.map_len
+        self.mem.len
     }
 
-    /// The status word of block `i`, shared with the kernel.
-    fn status(&self, i: usize) -> &AtomicU32 {
-        debug_assert!(i < self.block_nr);
-        // SAFETY: block `i` lies inside the mapping (i < block_nr), its
-        // status word is 4-byte aligned (blocks are page aligned), and the
-        // kernel only ever accesses it atomically as well.
-        unsafe { AtomicU32::from_ptr(self.map.add(i * self.block_size + block::STATUS).cast()) }
+    /// Blocks in the ring.
+    pub fn block_count(&self) -> usize {
+        self.mem.block_nr
     }
 
     /// Waits up to `timeout` for the next block to be handed to user space
-    /// (libpcap's `packet_mmap_acquire`). `None` on timeout or a signal.
-    pub fn acquire_block(&mut self, timeout: Duration) -> io::Result<Option<BlockGuard<'_>>> {
+    /// (libpcap's `packet_mmap_acquire`), and holds it until the returned
+    /// block is dropped, on whatever thread. `None` on timeout or a signal,
+    /// and when the next block is still held (every block is): blocks are
+    /// handed over in ring order, so the reader waits for that one.
+    pub fn acquire_block(&mut self, timeout: Duration) -> io::Result<Option<OwnedBlock>> {
         let i = self.next_block;
-        if self.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+        if self.mem.held[i].load(Ordering::Acquire) {
+            // User space holds the whole ring; wait a little for a release
+            // rather than spin (poll would return at once: the block's
+            // status says "user").
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            return Ok(None);
+        }
+        if self.mem.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
             let mut pfd = libc::pollfd {
                 fd: self.fd.as_raw_fd(),
                 events: libc::POLLIN | libc::POLLERR,
@@ -481,22 +577,12 @@ impl TpacketRing {
                     format!("poll on the packet ring: {e}"),
                 ));
             }
-            if self.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
-                return Ok(None);
-            }
         }
-        self.next_block = (i + 1) % self.block_nr;
-        // SAFETY: the block is owned by user space until the guard writes
-        // TP_STATUS_KERNEL (the Acquire load above orders our reads after
-        // the kernel's writes); it lies inside the mapping.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(self.map.add(i * self.block_size), self.block_size)
-        };
-        Ok(Some(BlockGuard {
-            ring: self,
-            index: i,
-            bytes,
-        }))
+        let block = self.mem.take(i);
+        if block.is_some() {
+            self.next_block = (i + 1) % self.mem.block_nr;
+        }
+        Ok(block)
     }
 
     /// Stops the kernel from passing packets to this socket (a filter that
@@ -530,22 +616,11 @@ impl TpacketRing {
     }
 }
 
-impl Drop for TpacketRing {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the region mapped in `open`; no slice into
-        // it outlives `self` (guards borrow the ring).
-        unsafe {
-            libc::munmap(self.map.cast(), self.map_len);
-        }
-    }
-}
-
-/// A ring block owned by user space; dropping it gives the block back to
-/// the kernel (libpcap's `packet_mmap_release`).
-pub struct BlockGuard<'r> {
-    ring: &'r TpacketRing,
+/// A ring block held by user space, readable on any thread; dropping it
+/// gives the block back to the kernel (libpcap's `packet_mmap_release`).
+pub struct OwnedBlock {
+    mem: Arc<Memory>,
     index: usize,
-    bytes: &'r [u8],
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -557,79 +632,376 @@ fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     b.get(at..at + 2).map(|s| u16::from_ne_bytes([s[0], s[1]]))
 }
 
-impl<'r> BlockGuard<'r> {
-    /// The packets of the block, in arrival order.
-    pub fn packets(&self) -> BlockPackets<'_> {
-        let b = self.bytes;
-        let num = u32_at(b, block::NUM_PKTS).unwrap_or(0);
+impl OwnedBlock {
+    /// The block's bytes.
+    fn bytes(&self) -> &[u8] {
+        let m = &self.mem;
+        // SAFETY: the block lies inside the memory, and user space owns it
+        // (status "user", marked held) until `self` is dropped: neither the
+        // kernel nor `SimRing` writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(m.base.add(self.index * m.block_size), m.block_size) }
+    }
+
+    /// Bytes of the block the kernel filled (its `blk_len`).
+    pub fn len(&self) -> usize {
+        (u32_at(self.bytes(), block::BLK_LEN).unwrap_or(0) as usize).min(self.mem.block_size)
+    }
+
+    /// Whether the block holds no packet bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() <= block::HEADER_LEN
+    }
+
+    /// The block's size in the ring.
+    pub fn capacity(&self) -> usize {
+        self.mem.block_size
+    }
+
+    /// Where the walk of the block's packets starts.
+    pub fn cursor(&self) -> BlockCursor {
+        let b = self.bytes();
         let first = u32_at(b, block::OFFSET_TO_FIRST_PKT).unwrap_or(0) as usize;
-        let len = (u32_at(b, block::BLK_LEN).unwrap_or(0) as usize).min(b.len());
-        BlockPackets {
-            block: &b[..len],
+        BlockCursor {
             offset: if first >= block::HEADER_LEN {
                 first
             } else {
                 usize::MAX
             },
-            left: num,
+            left: u32_at(b, block::NUM_PKTS).unwrap_or(0),
         }
+    }
+
+    /// The packet at `cursor`, which moves on to the next; `None` at the end
+    /// of the block, or where a header points outside it.
+    pub fn next_packet(&self, cursor: &mut BlockCursor) -> Option<RingPacket<'_>> {
+        let b = self.bytes();
+        let len = (u32_at(b, block::BLK_LEN).unwrap_or(0) as usize).min(b.len());
+        next_in_block(&b[..len], cursor)
+    }
+
+    /// The packets of the block, in arrival order.
+    pub fn packets(&self) -> BlockPackets<'_> {
+        BlockPackets {
+            block: self,
+            cursor: self.cursor(),
+        }
+    }
+
+    /// The packets a walk of the block finds (the kernel's count, unless a
+    /// header is corrupt).
+    pub fn count(&self) -> u32 {
+        let mut c = self.cursor();
+        let mut n = 0;
+        while self.next_packet(&mut c).is_some() {
+            n += 1;
+        }
+        n
     }
 }
 
-impl Drop for BlockGuard<'_> {
+impl Drop for OwnedBlock {
     fn drop(&mut self) {
-        self.ring
+        // The status first: once `held` is clear the reader may look at the
+        // block again, and must then see the kernel's status (or newer).
+        self.mem
             .status(self.index)
             .store(TP_STATUS_KERNEL, Ordering::Release);
+        self.mem.held[self.index].store(false, Ordering::Release);
     }
+}
+
+/// A position in a block's walk ([`OwnedBlock::next_packet`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockCursor {
+    offset: usize,
+    left: u32,
 }
 
 /// Iterator over the packets of one block. A header that points outside the
 /// block ends the walk.
 pub struct BlockPackets<'a> {
-    block: &'a [u8],
-    offset: usize,
-    left: u32,
+    block: &'a OwnedBlock,
+    cursor: BlockCursor,
 }
 
 impl<'a> Iterator for BlockPackets<'a> {
     type Item = RingPacket<'a>;
 
     fn next(&mut self) -> Option<RingPacket<'a>> {
-        if self.left == 0 {
-            return None;
-        }
-        let h = self
-            .block
-            .get(self.offset..self.offset.checked_add(pkt::HEADER_LEN)?)?;
-        let snaplen = u32_at(h, pkt::SNAPLEN)? as usize;
-        let mac = usize::from(u16_at(h, pkt::MAC)?);
-        let start = self.offset.checked_add(mac)?;
-        let data = self.block.get(start..start.checked_add(snaplen)?)?;
-        let status = u32_at(h, pkt::STATUS)?;
-        let vlan = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
-            let tci = u32_at(h, pkt::VLAN_TCI).unwrap_or(0) as u16;
-            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                u16_at(h, pkt::VLAN_TPID).unwrap_or(0x8100)
-            } else {
-                0x8100
-            };
-            (tpid, tci)
-        });
-        let p = RingPacket {
-            ts_ns: u64::from(u32_at(h, pkt::SEC)?) * 1_000_000_000
-                + u64::from(u32_at(h, pkt::NSEC)?),
-            orig_len: u32_at(h, pkt::LEN)?,
-            data,
-            vlan,
-        };
-        self.left -= 1;
-        let next = u32_at(h, pkt::NEXT_OFFSET)? as usize;
-        self.offset = if next == 0 {
-            usize::MAX
+        self.block.next_packet(&mut self.cursor)
+    }
+}
+
+/// The packet of `block` (cut to its `blk_len`) at `c`, moving `c` on.
+fn next_in_block<'a>(block: &'a [u8], c: &mut BlockCursor) -> Option<RingPacket<'a>> {
+    if c.left == 0 {
+        return None;
+    }
+    let h = block.get(c.offset..c.offset.checked_add(pkt::HEADER_LEN)?)?;
+    let snaplen = u32_at(h, pkt::SNAPLEN)? as usize;
+    let mac = usize::from(u16_at(h, pkt::MAC)?);
+    let start = c.offset.checked_add(mac)?;
+    let data = block.get(start..start.checked_add(snaplen)?)?;
+    let status = u32_at(h, pkt::STATUS)?;
+    let vlan = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
+        let tci = u32_at(h, pkt::VLAN_TCI).unwrap_or(0) as u16;
+        let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+            u16_at(h, pkt::VLAN_TPID).unwrap_or(0x8100)
         } else {
-            self.offset.checked_add(next)?
+            0x8100
         };
-        Some(p)
+        (tpid, tci)
+    });
+    let p = RingPacket {
+        ts_ns: u64::from(u32_at(h, pkt::SEC)?) * 1_000_000_000 + u64::from(u32_at(h, pkt::NSEC)?),
+        orig_len: u32_at(h, pkt::LEN)?,
+        data,
+        vlan,
+    };
+    c.left -= 1;
+    let next = u32_at(h, pkt::NEXT_OFFSET)? as usize;
+    c.offset = if next == 0 {
+        usize::MAX
+    } else {
+        c.offset.checked_add(next)?
+    };
+    Some(p)
+}
+
+/// A ring in heap memory that test code fills as the kernel fills a
+/// TPACKET_V3 ring: packets go only into the next block in ring order, and
+/// only once user space has given it back (else they are counted as
+/// dropped, as the kernel counts them); the block is then handed over. It
+/// lets what reads rings (the pipeline's lane) be tested without root or
+/// an interface, on exactly the blocks and the ownership protocol of a
+/// real ring.
+pub struct SimRing {
+    mem: Arc<Memory>,
+    fill: usize,
+    read: usize,
+    stats: KernelStats,
+}
+
+/// Bytes from a packet's header to its frame in a [`SimRing`] block: the
+/// 48-byte `tpacket3_hdr` and a `sockaddr_ll`, rounded up (the kernel's
+/// `tp_mac` is about the same).
+const SIM_MAC_OFFSET: usize = 80;
+
+impl SimRing {
+    /// A ring of `block_nr` blocks of `block_size` bytes (rounded up to a
+    /// multiple of 8; at least 2 blocks of 128 bytes).
+    pub fn new(block_size: usize, block_nr: usize) -> SimRing {
+        let block_size = block_size.max(128).next_multiple_of(8);
+        let block_nr = block_nr.max(2);
+        let mut heap = vec![0u64; block_size / 8 * block_nr];
+        let base = heap.as_mut_ptr().cast::<u8>();
+        SimRing {
+            mem: Arc::new(Memory::new(base, block_size, block_nr, Backing::Heap(heap))),
+            fill: 0,
+            read: 0,
+            stats: KernelStats::default(),
+        }
+    }
+
+    /// Blocks in the ring.
+    pub fn block_count(&self) -> usize {
+        self.mem.block_nr
+    }
+
+    /// Whether the next block to fill is the "kernel's" (user space gave
+    /// it back): a [`SimRing::deliver`] now would store its packets.
+    pub fn has_room(&self) -> bool {
+        let m = &self.mem;
+        !m.held[self.fill].load(Ordering::Acquire)
+            && m.status(self.fill).load(Ordering::Acquire) & TP_STATUS_USER == 0
+    }
+
+    /// As the kernel when a block fills: writes as many of `packets` as fit
+    /// into the next block, and hands it to user space. Returns how many
+    /// were written (the rest are left to the caller); 0 when user space
+    /// still holds that block, and then every one of `packets` is counted
+    /// as dropped (and the ring as frozen once).
+    pub fn deliver(&mut self, packets: &[RingPacket<'_>]) -> usize {
+        let i = self.fill;
+        if !self.has_room() {
+            self.stats.packets += packets.len() as u64;
+            self.stats.drops += packets.len() as u64;
+            self.stats.freeze_count += 1;
+            return 0;
+        }
+        let m = &self.mem;
+        // SAFETY: block `i` lies inside the memory; its status gives it to
+        // the "kernel" and no `OwnedBlock` holds it, so no one else reads or
+        // writes it until the status is set to "user" below.
+        let b =
+            unsafe { std::slice::from_raw_parts_mut(m.base.add(i * m.block_size), m.block_size) };
+        let put = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        let mut at = block::HEADER_LEN;
+        let mut written = 0;
+        let mut last_header = None;
+        for p in packets {
+            let end = at + SIM_MAC_OFFSET + p.data.len();
+            if end > b.len() {
+                break;
+            }
+            b[at..at + SIM_MAC_OFFSET].fill(0);
+            put(b, at + pkt::SEC, (p.ts_ns / 1_000_000_000) as u32);
+            put(b, at + pkt::NSEC, (p.ts_ns % 1_000_000_000) as u32);
+            put(b, at + pkt::SNAPLEN, p.data.len() as u32);
+            put(b, at + pkt::LEN, p.orig_len);
+            let mut status = 0;
+            if let Some((tpid, tci)) = p.vlan {
+                status = TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID;
+                put(b, at + pkt::VLAN_TCI, u32::from(tci));
+                b[at + pkt::VLAN_TPID..at + pkt::VLAN_TPID + 2]
+                    .copy_from_slice(&tpid.to_ne_bytes());
+            }
+            put(b, at + pkt::STATUS, status);
+            b[at + pkt::MAC..at + pkt::MAC + 2]
+                .copy_from_slice(&(SIM_MAC_OFFSET as u16).to_ne_bytes());
+            b[at + SIM_MAC_OFFSET..end].copy_from_slice(p.data);
+            let next = end.next_multiple_of(16);
+            if let Some(prev) = last_header {
+                put(b, prev + pkt::NEXT_OFFSET, (at - prev) as u32);
+            }
+            last_header = Some(at);
+            written += 1;
+            at = next;
+        }
+        put(b, block::NUM_PKTS, written as u32);
+        put(b, block::OFFSET_TO_FIRST_PKT, block::HEADER_LEN as u32);
+        put(b, block::BLK_LEN, at.min(b.len()) as u32);
+        self.stats.packets += written as u64;
+        self.fill = (i + 1) % m.block_nr;
+        m.status(i).store(TP_STATUS_USER, Ordering::Release);
+        written
+    }
+
+    /// The next block handed to user space, held until dropped; `None` when
+    /// there is none yet or user space holds it already.
+    pub fn acquire_block(&mut self) -> Option<OwnedBlock> {
+        let block = self.mem.take(self.read)?;
+        self.read = (self.read + 1) % self.mem.block_nr;
+        Some(block)
+    }
+
+    /// The "kernel's" counters: packets offered, and dropped for want of a
+    /// free block.
+    pub fn kernel_stats(&self) -> KernelStats {
+        self.stats
+    }
+
+    /// Overwrites the `next_offset` of the first packet of the next block
+    /// to be handed over, as a corrupt block would have it (for tests of
+    /// the walk's bounds).
+    pub fn corrupt_next_block(&mut self, next_offset: u32) {
+        let i = self.read;
+        let m = &self.mem;
+        if m.held[i].load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: block `i` lies inside the memory and no `OwnedBlock` holds
+        // it; the test owns both sides of this simulated ring.
+        let b =
+            unsafe { std::slice::from_raw_parts_mut(m.base.add(i * m.block_size), m.block_size) };
+        let at = block::HEADER_LEN + pkt::NEXT_OFFSET;
+        b[at..at + 4].copy_from_slice(&next_offset.to_ne_bytes());
+    }
+}
+
+#[cfg(test)]
+mod sim_tests {
+    use super::*;
+
+    fn frame(n: u8, len: usize) -> Vec<u8> {
+        vec![n; len]
+    }
+
+    fn packet(data: &[u8], ts_ns: u64) -> RingPacket<'_> {
+        RingPacket {
+            ts_ns,
+            orig_len: data.len() as u32 + 10,
+            data,
+            vlan: None,
+        }
+    }
+
+    #[test]
+    fn blocks_carry_their_packets_and_go_back_to_the_kernel_when_dropped() {
+        let mut ring = SimRing::new(4096, 3);
+        let (a, b) = (frame(1, 60), frame(2, 1000));
+        let mut tagged = packet(&a, 3_000_000_007);
+        tagged.vlan = Some((0x88a8, 0x0123));
+        assert_eq!(ring.deliver(&[packet(&a, 5), packet(&b, 6), tagged]), 3);
+        let block = ring.acquire_block().expect("handed over");
+        assert_eq!(block.count(), 3);
+        let got: Vec<RingPacket> = block.packets().collect();
+        assert_eq!(
+            (got[0].ts_ns, got[0].orig_len, got[0].data),
+            (5, 70, &a[..])
+        );
+        assert_eq!((got[1].ts_ns, got[1].data.len()), (6, 1000));
+        assert_eq!(got[2].ts_ns, 3_000_000_007);
+        assert_eq!(got[2].vlan, Some((0x88a8, 0x0123)));
+        // Nothing more yet.
+        assert!(ring.acquire_block().is_none());
+        // A cursor walks the same packets, one at a time.
+        let mut c = block.cursor();
+        assert_eq!(block.next_packet(&mut c).map(|p| p.ts_ns), Some(5));
+        drop(got);
+        // The block can be read on another thread, after the ring is gone.
+        let (tx, rx) = std::sync::mpsc::channel();
+        tx.send(block).unwrap();
+        let t = std::thread::spawn(move || rx.recv().unwrap().count());
+        assert_eq!(t.join().unwrap(), 3);
+    }
+
+    #[test]
+    fn a_held_block_is_never_taken_twice_nor_written_over() {
+        let mut ring = SimRing::new(256, 2);
+        let data = frame(7, 40);
+        assert_eq!(ring.deliver(&[packet(&data, 1)]), 1);
+        assert_eq!(ring.deliver(&[packet(&data, 2)]), 1);
+        let first = ring.acquire_block().unwrap();
+        let second = ring.acquire_block().unwrap();
+        // Coming round the ring: the first block is still held.
+        assert!(ring.acquire_block().is_none());
+        // The "kernel" finds no free block: the packets are dropped, counted.
+        assert_eq!(ring.deliver(&[packet(&data, 3), packet(&data, 4)]), 0);
+        assert_eq!(ring.kernel_stats().drops, 2);
+        assert_eq!(first.packets().next().map(|p| p.ts_ns), Some(1));
+        drop(first);
+        assert_eq!(ring.deliver(&[packet(&data, 5)]), 1);
+        let third = ring.acquire_block().unwrap();
+        assert_eq!(third.packets().next().map(|p| p.ts_ns), Some(5));
+        assert_eq!(second.packets().next().map(|p| p.ts_ns), Some(2));
+        let k = ring.kernel_stats();
+        assert_eq!((k.packets, k.drops, k.freeze_count), (5, 2, 1));
+    }
+
+    #[test]
+    fn a_block_holds_what_fits_and_says_how_many() {
+        let mut ring = SimRing::new(1024, 2);
+        let data = frame(9, 300);
+        let many: Vec<RingPacket> = (0..5).map(|i| packet(&data, i)).collect();
+        let n = ring.deliver(&many);
+        assert!((1..5).contains(&n), "{n}");
+        assert_eq!(ring.acquire_block().unwrap().count() as usize, n);
+    }
+
+    #[test]
+    fn a_corrupt_offset_ends_the_walk_inside_the_block() {
+        let data = frame(3, 100);
+        for bad in [1u32, 7, 200, 1 << 20, u32::MAX] {
+            let mut ring = SimRing::new(4096, 2);
+            ring.deliver(&[packet(&data, 1), packet(&data, 2), packet(&data, 3)]);
+            ring.corrupt_next_block(bad);
+            let block = ring.acquire_block().unwrap();
+            // The first packet is whole; the walk ends or goes on only
+            // through bytes inside the block, never past them.
+            let got: Vec<RingPacket> = block.packets().collect();
+            assert!(!got.is_empty() && got.len() <= 3, "{bad}: {}", got.len());
+            assert_eq!(got[0].data, &data[..]);
+        }
     }
 }

@@ -184,6 +184,8 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         // The profiler closes its intervals on time even when traffic stops.
         heartbeat: args.profile.is_some().then_some(Duration::from_secs(1)),
         idle_flush: args.out.idle_flush(),
+        hold_blocks: args.hold_blocks,
+        direct: !args.ring_thread,
         ..PipelineConfig::default()
     };
     let reload = reloader.as_mut().zip(reload_request);

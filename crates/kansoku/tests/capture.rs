@@ -703,7 +703,7 @@ fn a_slow_disk_at_a_low_rate_loses_nothing_with_the_queue_sized_in_bytes() {
         r#"
 $K bench capture-worker -i kcb -c 3000 --disk-mbps 0.6 --compress none -w "$DIR/q.pcap" --json > "$DIR/q.json" 2> "$DIR/q.err" &
 a=$!
-$K bench capture-worker -i kcb -c 3000 --disk-mbps 0.6 --compress none --queue-mib 0 -w "$DIR/q0.pcap" --json > "$DIR/q0.json" 2> "$DIR/q0.err" &
+$K bench capture-worker -i kcb -c 3000 --disk-mbps 0.6 --compress none --ring-thread --hold-blocks 0 --queue-mib 0 -w "$DIR/q0.pcap" --json > "$DIR/q0.json" 2> "$DIR/q0.err" &
 b=$!
 wait_listening "$DIR/q.err"
 wait_listening "$DIR/q0.err"

@@ -167,6 +167,11 @@ pub struct CaptureReport {
     pub dropped_kansoku: u64,
     /// Taken from the ring after -c was reached, not written.
     pub skipped: u64,
+    /// Ring blocks the writer read in place, where the kernel wrote them.
+    pub ring_blocks_in_place: u64,
+    /// Ring blocks copied into the writer's queue and given straight back
+    /// (the writer held its share of the ring, or --hold-blocks 0).
+    pub ring_blocks_copied: u64,
     /// Rejected by the --rules filter (non-IP packets included: no rule matches them).
     pub rejected: u64,
     /// Kept: written to the trace, printed, or (with --profile and no -w) profiled.
@@ -210,6 +215,8 @@ impl CaptureReport {
             received: stats.received,
             dropped_kansoku: stats.dropped_queue,
             skipped: stats.skipped,
+            ring_blocks_in_place: stats.blocks_in_place,
+            ring_blocks_copied: stats.blocks_copied,
             ..CaptureReport::default()
         };
         let mut kept = 0;

@@ -350,6 +350,11 @@ impl IndexWriter {
         Ok(())
     }
 
+    /// Whether the next [`append`](IndexWriter::append) writes a batch.
+    pub fn batch_due(&self) -> bool {
+        self.pending.len() + ENTRY_LEN >= IndexWriter::BATCH * ENTRY_LEN
+    }
+
     /// Writes the entries appended so far.
     pub fn flush(&mut self) -> Result<()> {
         if self.pending.is_empty() {

@@ -1,17 +1,32 @@
-//! A capture ring's lane: a ring thread that never waits for the disk, and a
-//! consumer thread that runs the pipeline (filter, profiler, trace writer)
-//! on what the ring thread hands over, through the same [`run`] loop as
-//! every other source.
+//! A capture ring's lane: the [`run`] loop of a consumer (filter, profiler,
+//! trace writer) over the ring's packets, read where the kernel wrote them.
 //!
-//! The ring thread takes each block the kernel hands over, copies its packets
-//! into a [`Batch`] (putting back VLAN tags the kernel stripped), gives the
-//! block straight back to the kernel, and offers the batch to a queue bounded
-//! in bytes ([`PipelineConfig::queue_bytes`]). If the queue is full — the
-//! consumer is behind — the batch's packets are counted as dropped by
-//! kansoku and the batch is reused: no loss is ever silent, and the ring
-//! keeps draining, so the kernel drops only when even the copy cannot keep
-//! up. Paper 003 found disk I/O to be the first bottleneck of a capture box;
-//! this structure keeps it away from the ring.
+//! **Direct** ([`PipelineConfig::direct`], what `kansoku capture` does): the
+//! consumer's thread takes each block from the ring itself, hands its
+//! packets to the consumer in place (no copy; VLAN tags the kernel moved
+//! into metadata are put back in a small scratch frame) and gives the block
+//! back once they are written, as tcpdump and netsniff-ng do. A second
+//! thread, the rescuer, looks every 2 ms at whether the consumer has been
+//! stuck in one block for 5 ms (a write to a slow disk): only then does it
+//! take the blocks the kernel has filled behind it, copy their packets into
+//! memory (up to [`PipelineConfig::queue_bytes`]) and give them back, so a
+//! slow disk does not fill the ring; the consumer reads those copies before
+//! the ring's next block. A consumer that is merely busy is left alone: on a
+//! core that also runs the kernel's receive work (a NIC queue's interrupt,
+//! RPS), copying would take the very time it lacks, and a ring thread
+//! handing every block to a writer thread cost half the load the core could
+//! take (bench/capture-results.md).
+//!
+//! **Ring thread** (`--ring-thread`, the design before): a thread of its own
+//! takes each block and queues it for the consumer, in place while the
+//! consumer holds fewer than [`PipelineConfig::hold_blocks`] blocks; beyond
+//! that the oldest block the consumer has not started on is copied and given
+//! back (the kernel fills blocks in ring order, so that is the block it
+//! needs first), and with `hold_blocks` 0 every block is copied. If the
+//! queue is full — the consumer is behind — the block's packets are counted
+//! as dropped by kansoku: no loss is ever silent, and the ring keeps
+//! draining. Paper 003 found disk I/O to be the first bottleneck of a
+//! capture box; both designs keep a stalled disk away from the ring.
 //!
 //! The queue is sized in bytes, not in batches, because a batch is one ring
 //! block and the kernel retires a block when it is full *or* when its timeout
@@ -33,12 +48,14 @@
 //! whose watermark says how far in time the capture is complete, so that
 //! interval-based consumers close intervals on time.
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use capture::ring::{KernelStats, RingPacket, TpacketRing};
+use capture::ring::{BlockCursor, KernelStats, OwnedBlock, RingPacket, TpacketRing};
 use wire::LinkType;
 
 use crate::error::Error;
@@ -46,19 +63,18 @@ use crate::packet::Frame;
 use crate::report::Report;
 use crate::run::{run, Consumer, Control, Source};
 
-/// What a lane reads from: a capture ring, or in tests a scripted one.
+/// What a lane reads from: a capture ring, or in tests a simulated one.
 pub trait Ring: Send {
     /// The link type of every packet.
     fn link_type(&self) -> LinkType;
 
-    /// Waits up to `timeout` for the next block and calls `each` on its
-    /// packets, in order; the block goes back to the kernel afterwards.
-    /// `false` when no block came in time.
-    fn read_block<F: FnMut(&RingPacket<'_>)>(
-        &mut self,
-        timeout: Duration,
-        each: F,
-    ) -> io::Result<bool>;
+    /// Waits up to `timeout` for the next block the kernel hands over; the
+    /// block stays out of the kernel's hands until it is dropped (on any
+    /// thread). `None` when no block came in time.
+    fn take_block(&mut self, timeout: Duration) -> io::Result<Option<OwnedBlock>>;
+
+    /// Blocks in the ring.
+    fn block_count(&self) -> usize;
 
     /// Stops the kernel from passing packets, so that once the ring is
     /// drained its counters and what was read agree exactly.
@@ -73,18 +89,12 @@ impl Ring for TpacketRing {
         TpacketRing::link_type(self)
     }
 
-    fn read_block<F: FnMut(&RingPacket<'_>)>(
-        &mut self,
-        timeout: Duration,
-        mut each: F,
-    ) -> io::Result<bool> {
-        let Some(block) = self.acquire_block(timeout)? else {
-            return Ok(false);
-        };
-        for p in block.packets() {
-            each(&p);
-        }
-        Ok(true)
+    fn take_block(&mut self, timeout: Duration) -> io::Result<Option<OwnedBlock>> {
+        self.acquire_block(timeout)
+    }
+
+    fn block_count(&self) -> usize {
+        TpacketRing::block_count(self)
     }
 
     fn stop_receiving(&mut self) -> io::Result<()> {
@@ -166,28 +176,13 @@ impl Batch {
     /// Appends a ring packet, putting back the VLAN tag the kernel removed
     /// (after the two MAC addresses, as it stood on the wire).
     fn push(&mut self, p: &RingPacket) {
-        let (tag, extra) = match p.vlan {
-            Some((tpid, tci)) if p.data.len() >= 12 => {
-                let mut t = [0u8; 4];
-                t[..2].copy_from_slice(&tpid.to_be_bytes());
-                t[2..].copy_from_slice(&tci.to_be_bytes());
-                (Some(t), 4u32)
-            }
-            _ => (None, 0),
-        };
+        let extra = if tag_of(p).is_some() { 4 } else { 0 };
         let caplen = p.data.len() as u32 + extra;
         self.buf.extend_from_slice(&p.ts_ns.to_le_bytes());
         self.buf
             .extend_from_slice(&p.orig_len.saturating_add(extra).to_le_bytes());
         self.buf.extend_from_slice(&caplen.to_le_bytes());
-        match tag {
-            Some(t) => {
-                self.buf.extend_from_slice(&p.data[..12]);
-                self.buf.extend_from_slice(&t);
-                self.buf.extend_from_slice(&p.data[12..]);
-            }
-            None => self.buf.extend_from_slice(p.data),
-        }
+        put_frame(p, &mut self.buf);
         self.packets += 1;
     }
 
@@ -221,6 +216,99 @@ impl Batch {
     }
 }
 
+/// The VLAN tag the kernel removed from `p`, as it stood on the wire; only
+/// put back into a frame long enough to have both MAC addresses.
+fn tag_of(p: &RingPacket) -> Option<[u8; 4]> {
+    match p.vlan {
+        Some((tpid, tci)) if p.data.len() >= 12 => {
+            let mut t = [0u8; 4];
+            t[..2].copy_from_slice(&tpid.to_be_bytes());
+            t[2..].copy_from_slice(&tci.to_be_bytes());
+            Some(t)
+        }
+        _ => None,
+    }
+}
+
+/// Appends `p`'s frame to `out`, its VLAN tag (if the kernel removed one)
+/// back after the two MAC addresses.
+fn put_frame(p: &RingPacket, out: &mut Vec<u8>) {
+    match tag_of(p) {
+        Some(t) => {
+            out.extend_from_slice(&p.data[..12]);
+            out.extend_from_slice(&t);
+            out.extend_from_slice(&p.data[12..]);
+        }
+        None => out.extend_from_slice(p.data),
+    }
+}
+
+/// A ring block the consumer reads in place: the packets stay where the
+/// kernel wrote them, and the block goes back to the kernel when the
+/// consumer is done with it.
+struct Held {
+    block: OwnedBlock,
+    cursor: BlockCursor,
+    /// Packets still to hand to the consumer (fewer than the block holds
+    /// when `count` cut it).
+    left: u32,
+}
+
+impl Held {
+    /// The bytes its packets would take in a [`Batch`].
+    fn copy_bytes(&self) -> usize {
+        let mut cursor = self.cursor;
+        let mut bytes = 0;
+        for _ in 0..self.left {
+            let Some(p) = self.block.next_packet(&mut cursor) else {
+                break;
+            };
+            bytes += RECORD_HEADER + p.data.len() + if tag_of(&p).is_some() { 4 } else { 0 };
+        }
+        bytes
+    }
+}
+
+/// What the consumer works on: a block it reads in place, or packets
+/// copied out of one (or an empty heartbeat).
+enum Chunk {
+    InPlace(Held),
+    Copied(Batch),
+}
+
+/// A block handed to the consumer in place. Until the consumer starts on
+/// it, the ring thread may take it back as a copy: the kernel fills blocks
+/// in ring order, so the oldest block the consumer holds is the one it
+/// will need first, and giving that one back early keeps the kernel going
+/// while a slow consumer works through the queue.
+struct Slot(Mutex<SlotState>);
+
+enum SlotState {
+    Held(Held),
+    /// Copied by the ring thread; the block went back to the kernel.
+    Copied(Batch),
+    /// The consumer has started on it.
+    Taken,
+}
+
+impl Slot {
+    /// The consumer takes what the slot holds.
+    fn take(&self) -> Option<Chunk> {
+        let mut s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match std::mem::replace(&mut *s, SlotState::Taken) {
+            SlotState::Held(h) => Some(Chunk::InPlace(h)),
+            SlotState::Copied(b) => Some(Chunk::Copied(b)),
+            SlotState::Taken => None,
+        }
+    }
+}
+
+/// What the ring thread queues for the consumer, in ring order.
+enum Handed {
+    Slot(Arc<Slot>),
+    Copied(Batch),
+}
+
 /// Counters updated while the capture runs, for a progress line.
 #[derive(Debug, Default)]
 pub struct LiveStats {
@@ -239,6 +327,39 @@ pub struct LiveStats {
     pub kernel_drops: AtomicU64,
     /// Ring freezes as of the last read.
     pub kernel_freezes: AtomicU64,
+    /// Ring blocks the consumer read in place.
+    pub blocks_in_place: AtomicU64,
+    /// Ring blocks copied into the queue (the consumer held its share of
+    /// the ring) and given straight back.
+    pub blocks_copied: AtomicU64,
+}
+
+impl LiveStats {
+    /// The consumer took only `taken` packets (it failed, or the run was
+    /// aborted): the ones handed over beyond them count as dropped by
+    /// kansoku.
+    fn untaken_are_dropped(&self, taken: u64) {
+        let delivered = self.delivered.load(Ordering::Relaxed);
+        if taken < delivered {
+            self.delivered.store(taken, Ordering::Relaxed);
+            self.dropped_queue
+                .fetch_add(delivered - taken, Ordering::Relaxed);
+        }
+    }
+
+    /// The final counters, with the kernel's.
+    fn totals(&self, kernel: KernelStats) -> CaptureStats {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CaptureStats {
+            kernel,
+            received: n(&self.received),
+            delivered: n(&self.delivered),
+            dropped_queue: n(&self.dropped_queue),
+            skipped: n(&self.skipped),
+            blocks_in_place: n(&self.blocks_in_place),
+            blocks_copied: n(&self.blocks_copied),
+        }
+    }
 }
 
 /// Final counters of a capture.
@@ -254,6 +375,10 @@ pub struct CaptureStats {
     pub dropped_queue: u64,
     /// Packets taken from the ring after `count` was reached.
     pub skipped: u64,
+    /// Ring blocks the consumer read in place.
+    pub blocks_in_place: u64,
+    /// Ring blocks copied into the queue and given straight back.
+    pub blocks_copied: u64,
 }
 
 /// When to stop, and how deep the queue is.
@@ -285,6 +410,19 @@ pub struct PipelineConfig {
     /// they come, so a trace's partial block reaches the file and a kill
     /// loses at most this long of a quiet capture; `None` for never.
     pub idle_flush: Option<Duration>,
+    /// Ring blocks the consumer may hold, reading their packets where the
+    /// kernel wrote them. A block that comes while the consumer holds this
+    /// many is copied into the queue (bounded by `queue_bytes`) and given
+    /// straight back, so the kernel always keeps the rest of the ring.
+    /// `None`: half the ring's blocks; `Some(0)`: copy every block.
+    pub hold_blocks: Option<usize>,
+    /// One thread: the consumer takes the ring's blocks itself and reads
+    /// each in place, as tcpdump and netsniff-ng do, with no ring thread
+    /// and no queue. Nothing is copied and no thread hand-over is paid,
+    /// which counts where the kernel's receive work shares the core; but
+    /// the ring is the only buffer, so a consumer that stalls (a slow
+    /// disk) makes the kernel drop as soon as the ring is full.
+    pub direct: bool,
 }
 
 impl Default for PipelineConfig {
@@ -297,6 +435,8 @@ impl Default for PipelineConfig {
             heartbeat: None,
             heartbeat_lag: Duration::from_millis(200),
             idle_flush: None,
+            hold_blocks: None,
+            direct: false,
         }
     }
 }
@@ -319,9 +459,12 @@ where
     R: Ring,
     C: for<'q> Consumer<LaneSource<'q>> + Send,
 {
+    if cfg.direct {
+        return run_direct(ring, cfg, stop, abort, live, consumer);
+    }
     // Unbounded as a channel (it allocates a slot block per 31 batches):
     // `Handoff` bounds it, in bytes and in batches, and never waits.
-    let (full_tx, full_rx) = mpsc::channel::<Batch>();
+    let (full_tx, full_rx) = mpsc::channel::<Handed>();
     // Emptied batches come back for reuse, so packets are copied into memory
     // that is already there. The consumer never waits on this channel: when
     // it is full, the batch is freed.
@@ -332,6 +475,8 @@ where
     std::thread::scope(|s| {
         let consumer = s.spawn(|| {
             let mut source = LaneSource {
+                direct: None,
+                progress: None,
                 rx: full_rx,
                 back: empty_tx,
                 in_flight: &in_flight,
@@ -339,6 +484,7 @@ where
                 link_type,
                 current: None,
                 at: 0,
+                scratch: Vec::new(),
                 taken: 0,
                 idle: cfg.idle_flush,
                 last_tick: Instant::now(),
@@ -350,10 +496,17 @@ where
             let report = run(&mut source, consumer, Control::new(abort));
             (report, source.taken)
         });
+        let blocks = ring.block_count();
         let handoff = Handoff {
             tx: full_tx,
             in_flight: &in_flight,
             limit_bytes: cfg.queue_bytes,
+            // Never the whole ring: the kernel keeps at least one block.
+            hold_blocks: cfg
+                .hold_blocks
+                .unwrap_or(blocks / 2)
+                .min(blocks.saturating_sub(1)),
+            handed: VecDeque::new(),
         };
         let ring_result = ring_loop(ring, cfg, stop, live, handoff, empty_rx, &consumer_failed);
         let (mut report, taken) = consumer.join().unwrap_or_else(|_| {
@@ -363,26 +516,96 @@ where
         });
         // A consumer that failed left batches in the queue: they were
         // handed over but never taken, so they count as dropped by kansoku.
-        let delivered = live.delivered.load(Ordering::Relaxed);
-        if taken < delivered {
-            live.delivered.store(taken, Ordering::Relaxed);
-            live.dropped_queue
-                .fetch_add(delivered - taken, Ordering::Relaxed);
-        }
+        live.untaken_are_dropped(taken);
         let kernel = ring.kernel_stats().unwrap_or_default();
         store_kernel(live, &kernel);
-        let stats = CaptureStats {
-            kernel,
-            received: live.received.load(Ordering::Relaxed),
-            delivered: live.delivered.load(Ordering::Relaxed),
-            dropped_queue: live.dropped_queue.load(Ordering::Relaxed),
-            skipped: live.skipped.load(Ordering::Relaxed),
-        };
+        let stats = live.totals(kernel);
         if let Err(e) = ring_result {
             report.failed(Error::input(format!("the capture ring: {e}")));
         }
         (stats, report)
     })
+}
+
+/// [`run_lane`] on one thread: the consumer reads the ring's blocks in
+/// place itself ([`PipelineConfig::direct`]).
+fn run_direct<R, C>(
+    ring: &mut R,
+    cfg: &PipelineConfig,
+    stop: &AtomicBool,
+    abort: &AtomicBool,
+    live: &LiveStats,
+    consumer: &mut C,
+) -> (CaptureStats, Report)
+where
+    R: Ring,
+    C: for<'q> Consumer<LaneSource<'q>> + Send,
+{
+    let in_flight = InFlight::default();
+    let failed = AtomicBool::new(false);
+    let link_type = ring.link_type();
+    // No queue: a channel whose sender is gone stands in for it.
+    let (_, rx) = mpsc::channel::<Handed>();
+    let (back, _) = mpsc::sync_channel::<Batch>(0);
+    let now = Instant::now();
+    let share = Mutex::new(RingShare {
+        ring: &mut *ring,
+        rescued: VecDeque::new(),
+        rescued_bytes: 0,
+        taken: 0,
+        closed: false,
+    });
+    let progress = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let (mut report, taken) = std::thread::scope(|s| {
+        s.spawn(|| rescue(&share, cfg, live, &progress, now, &done));
+        let mut source = LaneSource {
+            direct: Some(DirectFeed {
+                share: &share,
+                cfg,
+                stop,
+                live,
+                start: now,
+                stopping_since: None,
+                last_stats: now,
+                last_handover: now,
+            }),
+            progress: Some((&progress, now)),
+            rx,
+            back,
+            in_flight: &in_flight,
+            failed: &failed,
+            link_type,
+            current: None,
+            at: 0,
+            scratch: Vec::new(),
+            taken: 0,
+            idle: cfg.idle_flush,
+            last_tick: now,
+            waiting: false,
+        };
+        let report = run(&mut source, consumer, Control::new(abort));
+        let taken = source.taken;
+        drop(source);
+        done.store(true, Ordering::Relaxed);
+        (report, taken)
+    });
+    let mut share = share.lock().unwrap_or_else(PoisonError::into_inner);
+    let ring = &mut share.ring;
+    // Stopped early (a failure, an abort): the block it was reading counted
+    // as delivered; what it did not take is dropped by kansoku.
+    live.untaken_are_dropped(taken);
+    let _ = ring.stop_receiving();
+    let kernel = match ring.kernel_stats() {
+        Ok(k) => k,
+        Err(e) => {
+            report.failed(Error::input(format!("the capture ring: {e}")));
+            KernelStats::default()
+        }
+    };
+    store_kernel(live, &kernel);
+    let stats = live.totals(kernel);
+    (stats, report)
 }
 
 impl std::ops::AddAssign<&CaptureStats> for CaptureStats {
@@ -395,6 +618,8 @@ impl std::ops::AddAssign<&CaptureStats> for CaptureStats {
         self.delivered += o.delivered;
         self.dropped_queue += o.dropped_queue;
         self.skipped += o.skipped;
+        self.blocks_in_place += o.blocks_in_place;
+        self.blocks_copied += o.blocks_copied;
     }
 }
 
@@ -412,14 +637,22 @@ pub enum LaneItem<'a> {
 /// packet by packet. A batch counts against the queue's limit until the
 /// consumer asks for what comes after it.
 pub struct LaneSource<'q> {
-    rx: Receiver<Batch>,
+    /// With [`PipelineConfig::direct`], the ring itself; else the queue
+    /// `rx` that the ring thread fills.
+    direct: Option<DirectFeed<'q>>,
+    /// When the consumer last finished a chunk, in nanoseconds since the
+    /// lane started (a direct lane's rescuer watches it).
+    progress: Option<(&'q AtomicU64, Instant)>,
+    rx: Receiver<Handed>,
     back: SyncSender<Batch>,
     in_flight: &'q InFlight,
     failed: &'q AtomicBool,
     link_type: LinkType,
-    current: Option<Batch>,
-    /// Byte offset of the next packet in `current`.
+    current: Option<Chunk>,
+    /// Byte offset of the next packet in a copied batch.
     at: usize,
+    /// A frame of a block read in place whose VLAN tag is put back.
+    scratch: Vec<u8>,
     /// Packets given to the consumer.
     taken: u64,
     /// Tell the consumer when the queue has been empty this long, and at
@@ -443,15 +676,26 @@ impl LaneSource<'_> {
         }
     }
 
-    /// Done with the current batch: its bytes are free again, and it goes
-    /// back for reuse (freed if the pool is full or the ring thread is gone).
-    fn end_batch(&mut self) -> LaneItem<'static> {
+    /// Done with the current chunk: a block read in place goes back to the
+    /// kernel; a batch's bytes are free again, and it goes back for reuse
+    /// (freed if the pool is full or the ring thread is gone).
+    fn end_chunk(&mut self) -> LaneItem<'static> {
+        if let Some((progress, start)) = self.progress {
+            progress.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
         let mut watermark = None;
-        if let Some(mut b) = self.current.take() {
-            self.in_flight.done(b.bytes());
-            watermark = b.watermark_ns();
-            b.clear();
-            let _ = self.back.try_send(b);
+        match self.current.take() {
+            Some(Chunk::Copied(mut b)) => {
+                self.in_flight.done(b.bytes());
+                watermark = b.watermark_ns();
+                b.clear();
+                let _ = self.back.try_send(b);
+            }
+            Some(Chunk::InPlace(held)) => {
+                drop(held);
+                self.in_flight.block_done();
+            }
+            None => {}
         }
         LaneItem::BatchEnd { watermark }
     }
@@ -474,13 +718,36 @@ impl Source for LaneSource<'_> {
     fn next(&mut self) -> crate::Result<Option<LaneItem<'_>>> {
         self.waiting = false;
         loop {
-            match &mut self.current {
-                Some(b) if self.at < b.bytes() => break,
-                Some(_) => return Ok(Some(self.end_batch())),
+            match &self.current {
+                Some(Chunk::Copied(b)) if self.at < b.bytes() => break,
+                Some(Chunk::InPlace(h)) if h.left > 0 => break,
+                Some(_) => return Ok(Some(self.end_chunk())),
                 None => {
                     if self.tick_due() {
                         self.waiting = true;
                         return Ok(None);
+                    }
+                    if let Some(feed) = self.direct.as_mut() {
+                        let wait = match self.idle {
+                            Some(every) => every.saturating_sub(self.last_tick.elapsed()),
+                            None => RING_POLL,
+                        };
+                        match feed.step(wait, self.in_flight) {
+                            Ok(Step::Block(held)) => self.current = Some(Chunk::InPlace(held)),
+                            Ok(Step::Copied(b)) => {
+                                self.at = 0;
+                                self.current = Some(Chunk::Copied(b));
+                            }
+                            Ok(Step::Heartbeat(watermark)) => {
+                                return Ok(Some(LaneItem::BatchEnd {
+                                    watermark: Some(watermark),
+                                }))
+                            }
+                            Ok(Step::Nothing) => {}
+                            Ok(Step::End) => return Ok(None),
+                            Err(e) => return Err(Error::input(format!("the capture ring: {e}"))),
+                        }
+                        continue;
                     }
                     let got = match self.idle {
                         Some(every) => {
@@ -490,8 +757,12 @@ impl Source for LaneSource<'_> {
                         None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                     };
                     match got {
-                        Ok(b) => {
-                            self.current = Some(b);
+                        Ok(Handed::Copied(b)) => {
+                            self.current = Some(Chunk::Copied(b));
+                            self.at = 0;
+                        }
+                        Ok(Handed::Slot(slot)) => {
+                            self.current = slot.take();
                             self.at = 0;
                         }
                         // Checked again at the loop's top: the idle time is up.
@@ -501,22 +772,42 @@ impl Source for LaneSource<'_> {
                 }
             }
         }
-        let Some(b) = self.current.as_ref() else {
-            return Ok(None);
+        let (ts_ns, orig_len, data) = match self.current.as_mut() {
+            Some(Chunk::InPlace(h)) => {
+                let Some(p) = h.block.next_packet(&mut h.cursor) else {
+                    // The ring thread walked the same bytes to count the
+                    // packets, so this never happens; should it, the rest
+                    // of the block is passed over.
+                    h.left = 0;
+                    return Err(Error::input("a capture ring block is malformed"));
+                };
+                h.left -= 1;
+                if tag_of(&p).is_some() {
+                    self.scratch.clear();
+                    put_frame(&p, &mut self.scratch);
+                    (p.ts_ns, p.orig_len.saturating_add(4), &self.scratch[..])
+                } else {
+                    (p.ts_ns, p.orig_len, p.data)
+                }
+            }
+            Some(Chunk::Copied(b)) => {
+                let Some((p, next)) = b.packet_at(self.at) else {
+                    // A batch the ring thread built is never malformed;
+                    // should one be, its remaining bytes are passed over.
+                    self.at = usize::MAX;
+                    return Err(Error::input("a capture batch is malformed"));
+                };
+                self.at = next;
+                (p.ts_ns, p.orig_len, p.data)
+            }
+            None => return Ok(None),
         };
-        let Some((p, next)) = b.packet_at(self.at) else {
-            // A batch the ring thread built is never malformed; should one
-            // be, its remaining bytes are passed over.
-            self.at = usize::MAX;
-            return Err(Error::input("a capture batch is malformed"));
-        };
-        self.at = next;
         self.taken += 1;
         Ok(Some(LaneItem::Frame(Frame {
             link_type: self.link_type,
-            ts_ns: p.ts_ns,
-            orig_len: p.orig_len,
-            data: p.data,
+            ts_ns,
+            orig_len,
+            data,
         })))
     }
 
@@ -528,12 +819,200 @@ impl Source for LaneSource<'_> {
 impl Drop for LaneSource<'_> {
     /// The consumer stopped (at the end, or because it failed): the ring
     /// thread stops too, and counts what it can no longer hand over as
-    /// dropped.
+    /// dropped. The blocks still queued go back to the kernel as the queue
+    /// is dropped.
     fn drop(&mut self) {
-        if let Some(b) = self.current.take() {
-            self.in_flight.done(b.bytes());
+        match self.current.take() {
+            Some(Chunk::Copied(b)) => self.in_flight.done(b.bytes()),
+            Some(Chunk::InPlace(_)) => self.in_flight.block_done(),
+            None => {}
         }
         self.failed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How long the ring thread (or a direct lane) waits for a block at a time.
+const RING_POLL: Duration = Duration::from_millis(20);
+
+/// A lane's consumer reading the ring itself ([`PipelineConfig::direct`]):
+/// the ring thread's bookkeeping (stopping, the kernel's counters, `count`,
+/// heartbeats), done between blocks on the consumer's own thread.
+struct DirectFeed<'q> {
+    share: &'q Mutex<RingShare<'q>>,
+    cfg: &'q PipelineConfig,
+    stop: &'q AtomicBool,
+    live: &'q LiveStats,
+    start: Instant,
+    stopping_since: Option<Instant>,
+    last_stats: Instant,
+    last_handover: Instant,
+}
+
+/// The ring of a direct lane, shared by its consumer and its rescuer.
+struct RingShare<'q> {
+    ring: &'q mut dyn Ring,
+    /// Blocks the rescuer copied out of the ring while the consumer was
+    /// stalled, in ring order: they come before the ring's next block.
+    rescued: VecDeque<Batch>,
+    rescued_bytes: usize,
+    /// Packets handed over (by either), against `count`.
+    taken: u64,
+    /// The consumer has ended: the rescuer takes nothing more.
+    closed: bool,
+}
+
+impl RingShare<'_> {
+    /// Counts a block's packets: how many to hand over (fewer once `count`
+    /// is reached; the rest are skipped).
+    fn admit(&mut self, packets: u32, cfg: &PipelineConfig, live: &LiveStats) -> u32 {
+        let deliver = match cfg.count {
+            Some(c) => u64::from(packets).min(c.saturating_sub(self.taken)) as u32,
+            None => packets,
+        };
+        self.taken += u64::from(deliver);
+        live.received
+            .fetch_add(u64::from(packets), Ordering::Relaxed);
+        live.skipped
+            .fetch_add(u64::from(packets - deliver), Ordering::Relaxed);
+        live.delivered
+            .fetch_add(u64::from(deliver), Ordering::Relaxed);
+        deliver
+    }
+}
+
+/// What a direct lane found when it looked at the ring.
+enum Step {
+    Block(Held),
+    Copied(Batch),
+    Heartbeat(u64),
+    /// No block within the wait.
+    Nothing,
+    /// Stopped and drained.
+    End,
+}
+
+impl DirectFeed<'_> {
+    /// Waits up to `wait` for the next block with packets to hand over
+    /// (a block the rescuer copied first).
+    fn step(&mut self, wait: Duration, in_flight: &InFlight) -> io::Result<Step> {
+        let cfg = self.cfg;
+        let live = self.live;
+        let mut share = self.share.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(b) = share.rescued.pop_front() {
+            share.rescued_bytes -= b.bytes();
+            self.last_handover = Instant::now();
+            return Ok(Step::Copied(b));
+        }
+        let want_stop = self.stop.load(Ordering::Relaxed)
+            || cfg.count.is_some_and(|c| share.taken >= c)
+            || cfg.duration.is_some_and(|d| self.start.elapsed() >= d);
+        if want_stop && self.stopping_since.is_none() {
+            share.ring.stop_receiving()?;
+            self.stopping_since = Some(Instant::now());
+        }
+        if self
+            .stopping_since
+            .is_some_and(|t| t.elapsed() >= cfg.drain)
+        {
+            share.closed = true;
+            return Ok(Step::End);
+        }
+        if self.last_stats.elapsed() >= Duration::from_secs(1) {
+            store_kernel(live, &share.ring.kernel_stats()?);
+            self.last_stats = Instant::now();
+        }
+        // Waiting here holds the lock: a consumer waiting for packets is
+        // not stalled, and the rescuer leaves the ring alone.
+        let Some(block) = share.ring.take_block(wait.min(RING_POLL))? else {
+            if cfg
+                .heartbeat
+                .is_some_and(|h| self.last_handover.elapsed() >= h)
+            {
+                self.last_handover = Instant::now();
+                return Ok(Step::Heartbeat(heartbeat_watermark(cfg.heartbeat_lag)));
+            }
+            return Ok(Step::Nothing);
+        };
+        let deliver = share.admit(block.count(), cfg, live);
+        if deliver == 0 {
+            return Ok(Step::Nothing);
+        }
+        self.last_handover = Instant::now();
+        if block.len() < block.capacity() / 2 {
+            // A block the timeout retired half empty (a quiet link) is
+            // copied, cheaply, and given back at once: a consumer that
+            // stalls while holding one would stop the rescuer at it, and
+            // the kernel too, after a ring of such blocks (a fraction of a
+            // second at a low rate).
+            drop(share);
+            let mut batch = Batch::default();
+            for p in block.packets().take(deliver as usize) {
+                batch.push(&p);
+            }
+            drop(block);
+            live.blocks_copied.fetch_add(1, Ordering::Relaxed);
+            return Ok(Step::Copied(batch));
+        }
+        live.blocks_in_place.fetch_add(1, Ordering::Relaxed);
+        in_flight.blocks.fetch_add(1, Ordering::AcqRel);
+        Ok(Step::Block(Held {
+            cursor: block.cursor(),
+            block,
+            left: deliver,
+        }))
+    }
+}
+
+/// How often a direct lane's rescuer looks at its consumer.
+const RESCUE_EVERY: Duration = Duration::from_millis(2);
+
+/// How long a direct lane's consumer may hold one block (a write to a slow
+/// disk) before the rescuer starts copying the blocks behind it out of the
+/// ring.
+const STALLED_AFTER: Duration = Duration::from_millis(5);
+
+/// The rescuer of a direct lane, until `done`: while the consumer is
+/// stalled in a block for longer than [`STALLED_AFTER`] (its `progress`,
+/// nanoseconds since `start`, stands still), it copies the blocks the
+/// kernel has handed over into the rescued queue, up to
+/// [`PipelineConfig::queue_bytes`], and gives them back, so a slow disk
+/// does not fill the ring. A consumer that is merely busy keeps the core to
+/// itself: copying would only take the time it needs.
+fn rescue(
+    share: &Mutex<RingShare<'_>>,
+    cfg: &PipelineConfig,
+    live: &LiveStats,
+    progress: &AtomicU64,
+    start: Instant,
+    done: &AtomicBool,
+) {
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(RESCUE_EVERY);
+        let since = Duration::from_nanos(progress.load(Ordering::Relaxed));
+        if start.elapsed().saturating_sub(since) < STALLED_AFTER {
+            continue;
+        }
+        // The consumer waiting for packets holds the lock: not stalled.
+        let Ok(mut share) = share.try_lock() else {
+            continue;
+        };
+        while !share.closed && share.rescued_bytes < cfg.queue_bytes.max(1) {
+            let Ok(Some(block)) = share.ring.take_block(Duration::ZERO) else {
+                break;
+            };
+            let deliver = share.admit(block.count(), cfg, live);
+            if deliver == 0 {
+                continue;
+            }
+            let mut batch = Batch::default();
+            for p in block.packets().take(deliver as usize) {
+                batch.push(&p);
+            }
+            drop(block);
+            live.blocks_copied.fetch_add(1, Ordering::Relaxed);
+            share.rescued_bytes += batch.bytes();
+            share.rescued.push_back(batch);
+        }
     }
 }
 
@@ -544,14 +1023,16 @@ fn store_kernel(live: &LiveStats, k: &KernelStats) {
 }
 
 /// What the consumer has not finished with yet: the batches in the queue
-/// and the one it is working on. Only the ring thread adds (before it
-/// queues a batch) and only the consumer subtracts (after it is done), so a
-/// count the ring thread reads can only shrink before its own next add, and
-/// a subtraction never comes before its addition (the channel orders them).
+/// and the one it is working on, and the ring blocks it holds. Only the
+/// ring thread adds (before it queues a chunk) and only the consumer
+/// subtracts (after it is done), so a count the ring thread reads can only
+/// shrink before its own next add, and a subtraction never comes before its
+/// addition (the channel orders them).
 #[derive(Debug, Default)]
 struct InFlight {
     bytes: AtomicUsize,
     batches: AtomicUsize,
+    blocks: AtomicUsize,
 }
 
 impl InFlight {
@@ -560,13 +1041,23 @@ impl InFlight {
         self.bytes.fetch_sub(bytes, Ordering::Release);
         self.batches.fetch_sub(1, Ordering::Release);
     }
+
+    /// The consumer gave a block back to the kernel.
+    fn block_done(&self) {
+        self.blocks.fetch_sub(1, Ordering::Release);
+    }
 }
 
 /// The ring thread's end of the queue to the consumer.
 struct Handoff<'a> {
-    tx: Sender<Batch>,
+    tx: Sender<Handed>,
     in_flight: &'a InFlight,
     limit_bytes: usize,
+    /// Blocks the consumer may hold ([`PipelineConfig::hold_blocks`]).
+    hold_blocks: usize,
+    /// The blocks handed over in place, oldest first, that the consumer
+    /// may not have started on yet.
+    handed: VecDeque<Arc<Slot>>,
 }
 
 /// Why [`Handoff::offer`] did not queue a batch.
@@ -593,10 +1084,71 @@ impl Handoff<'_> {
         // after its receive, can never take the counts below zero.
         self.in_flight.bytes.fetch_add(bytes, Ordering::AcqRel);
         self.in_flight.batches.fetch_add(1, Ordering::AcqRel);
-        self.tx.send(batch).map_err(|_| {
+        self.tx.send(Handed::Copied(batch)).map_err(|_| {
             self.in_flight.done(bytes);
             Refused::Closed
         })
+    }
+
+    /// Whether the consumer may hold one more block.
+    fn may_hold(&self) -> bool {
+        self.in_flight.blocks.load(Ordering::Acquire) < self.hold_blocks
+    }
+
+    /// Queues a block for the consumer to read in place. `Err` when the
+    /// consumer has stopped (the block then goes back to the kernel).
+    fn hold(&mut self, held: Held) -> Result<(), ()> {
+        self.in_flight.blocks.fetch_add(1, Ordering::AcqRel);
+        let slot = Arc::new(Slot(Mutex::new(SlotState::Held(held))));
+        self.handed.push_back(Arc::clone(&slot));
+        self.tx.send(Handed::Slot(slot)).map_err(|_| {
+            self.in_flight.block_done();
+        })
+    }
+
+    /// Gives the oldest block the consumer holds but has not started on
+    /// back to the kernel, leaving a copy of its packets in its place, if
+    /// the queue's byte limit has room for them. Whether a block went back.
+    fn give_back_oldest(&mut self, live: &LiveStats) -> bool {
+        while let Some(slot) = self.handed.pop_front() {
+            let mut state = slot.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let SlotState::Held(h) = &*state else {
+                // The consumer has it: it goes back once read.
+                continue;
+            };
+            let bytes = h.copy_bytes();
+            let held_bytes = self.in_flight.bytes.load(Ordering::Acquire);
+            if self.in_flight.batches.load(Ordering::Acquire) > 0
+                && held_bytes.saturating_add(bytes) > self.limit_bytes
+            {
+                drop(state);
+                self.handed.push_front(slot);
+                return false;
+            }
+            let SlotState::Held(h) = std::mem::replace(&mut *state, SlotState::Taken) else {
+                return false;
+            };
+            let mut batch = Batch::default();
+            batch.buf.reserve(bytes);
+            let mut cursor = h.cursor;
+            for _ in 0..h.left {
+                match h.block.next_packet(&mut cursor) {
+                    Some(p) => batch.push(&p),
+                    None => break,
+                }
+            }
+            drop(h);
+            self.in_flight
+                .bytes
+                .fetch_add(batch.bytes(), Ordering::AcqRel);
+            self.in_flight.batches.fetch_add(1, Ordering::AcqRel);
+            self.in_flight.block_done();
+            *state = SlotState::Copied(batch);
+            live.blocks_in_place.fetch_sub(1, Ordering::Relaxed);
+            live.blocks_copied.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        false
     }
 }
 
@@ -635,12 +1187,65 @@ fn hand_over(
     }
 }
 
+/// Hands a ring block to the consumer: in place while it holds fewer than
+/// its share of the ring, else as a copy of its packets (the block then
+/// goes straight back to the kernel), with the accounting of
+/// [`hand_over`]. `deliver` is how many of the block's `packets` to hand
+/// over (fewer once `count` is reached; the rest are skipped). `spare` is
+/// the batch a copy is made into; it comes back when it was not queued.
+fn hand_over_block(
+    handoff: &mut Handoff<'_>,
+    live: &LiveStats,
+    block: OwnedBlock,
+    packets: u32,
+    deliver: u32,
+    spare: Batch,
+) -> Result<Option<Batch>, ()> {
+    let skipped = u64::from(packets - deliver);
+    if deliver > 0 && !handoff.may_hold() {
+        handoff.give_back_oldest(live);
+    }
+    if deliver > 0 && handoff.may_hold() {
+        live.received
+            .fetch_add(u64::from(packets), Ordering::Relaxed);
+        live.skipped.fetch_add(skipped, Ordering::Relaxed);
+        live.blocks_in_place.fetch_add(1, Ordering::Relaxed);
+        let held = Held {
+            cursor: block.cursor(),
+            block,
+            left: deliver,
+        };
+        return match handoff.hold(held) {
+            Ok(()) => {
+                live.delivered
+                    .fetch_add(u64::from(deliver), Ordering::Relaxed);
+                Ok(Some(spare))
+            }
+            Err(()) => {
+                live.dropped_queue
+                    .fetch_add(u64::from(deliver), Ordering::Relaxed);
+                Err(())
+            }
+        };
+    }
+    let mut batch = spare;
+    for p in block.packets().take(deliver as usize) {
+        batch.push(&p);
+    }
+    // The kernel can refill the block while the copy waits in the queue.
+    drop(block);
+    if deliver > 0 {
+        live.blocks_copied.fetch_add(1, Ordering::Relaxed);
+    }
+    hand_over(handoff, live, batch, skipped)
+}
+
 fn ring_loop<R: Ring>(
     ring: &mut R,
     cfg: &PipelineConfig,
     stop: &AtomicBool,
     live: &LiveStats,
-    handoff: Handoff<'_>,
+    mut handoff: Handoff<'_>,
     empties: Receiver<Batch>,
     consumer_failed: &AtomicBool,
 ) -> io::Result<()> {
@@ -651,7 +1256,7 @@ fn ring_loop<R: Ring>(
     let mut last_handover = Instant::now();
     // A batch that was not queued (dropped, or empty), reused next.
     let mut spare: Option<Batch> = None;
-    let poll = Duration::from_millis(20);
+    let poll = RING_POLL;
     loop {
         if consumer_failed.load(Ordering::Relaxed) {
             return Ok(());
@@ -672,22 +1277,11 @@ fn ring_loop<R: Ring>(
             store_kernel(live, &ring.kernel_stats()?);
             last_stats = Instant::now();
         }
-        let mut batch = spare
+        let batch = spare
             .take()
             .or_else(|| empties.try_recv().ok())
             .unwrap_or_default();
-        let mut skipped = 0u64;
-        // The block goes back to the kernel before the batch is queued: the
-        // kernel can refill it while the batch waits.
-        let got = ring.read_block(poll, |p| {
-            if cfg.count.is_some_and(|c| taken >= c) {
-                skipped += 1;
-                return;
-            }
-            taken += 1;
-            batch.push(p);
-        })?;
-        if !got {
+        let Some(block) = ring.take_block(poll)? else {
             spare = Some(batch);
             if cfg.heartbeat.is_some_and(|h| last_handover.elapsed() >= h) {
                 last_handover = Instant::now();
@@ -698,11 +1292,17 @@ fn ring_loop<R: Ring>(
                 send_heartbeat(&handoff, batch, cfg.heartbeat_lag);
             }
             continue;
-        }
-        if !batch.is_empty() {
+        };
+        let packets = block.count();
+        let deliver = match cfg.count {
+            Some(c) => u64::from(packets).min(c.saturating_sub(taken)) as u32,
+            None => packets,
+        };
+        taken += u64::from(deliver);
+        if deliver > 0 {
             last_handover = Instant::now();
         }
-        match hand_over(&handoff, live, batch, skipped) {
+        match hand_over_block(&mut handoff, live, block, packets, deliver, batch) {
             Ok(back) => spare = back,
             Err(()) => return Ok(()),
         }
@@ -713,18 +1313,24 @@ fn ring_loop<R: Ring>(
 /// is full the consumer is busy with packets anyway, and the heartbeat is
 /// simply not sent.
 fn send_heartbeat(handoff: &Handoff<'_>, mut batch: Batch, lag: Duration) {
+    batch.clear();
+    batch.watermark_ns = Some(heartbeat_watermark(lag));
+    let _ = handoff.offer(batch);
+}
+
+/// The time `lag` ago, in nanoseconds since the epoch: every packet the
+/// kernel stamped before it has been handed over.
+fn heartbeat_watermark(lag: Duration) -> u64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    batch.clear();
-    batch.watermark_ns =
-        Some(u64::try_from(now.saturating_sub(lag).as_nanos()).unwrap_or(u64::MAX));
-    let _ = handoff.offer(batch);
+    u64::try_from(now.saturating_sub(lag).as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capture::ring::SimRing;
 
     #[test]
     fn batches_round_trip_and_put_vlan_tags_back() {
@@ -832,6 +1438,8 @@ mod tests {
             let (in_flight, failed, consumed) = (&in_flight, &failed, &mut consumed);
             let consumer = s.spawn(move || {
                 let mut source = LaneSource {
+                    direct: None,
+                    progress: None,
                     rx,
                     back: back_tx,
                     in_flight,
@@ -839,6 +1447,7 @@ mod tests {
                     link_type: LinkType::Ethernet,
                     current: None,
                     at: 0,
+                    scratch: Vec::new(),
                     taken: 0,
                     idle: None,
                     last_tick: Instant::now(),
@@ -859,6 +1468,8 @@ mod tests {
                 tx,
                 in_flight,
                 limit_bytes: 10_000,
+                hold_blocks: 0,
+                handed: VecDeque::new(),
             };
             let offer = |b: Batch, skipped: u64| hand_over(&handoff, &live, b, skipped);
             // The writer takes the first batch and stalls: it still counts.
@@ -913,6 +1524,8 @@ mod tests {
             tx,
             in_flight: &in_flight,
             limit_bytes: 0,
+            hold_blocks: 0,
+            handed: VecDeque::new(),
         };
         assert!(matches!(
             hand_over(&handoff, &live, batch_of(5, 100), 0),
@@ -923,7 +1536,9 @@ mod tests {
             Ok(Some(_))
         ));
         // The consumer finishes the first batch: the next one passes again.
-        let first = rx.try_recv().unwrap();
+        let Ok(Handed::Copied(first)) = rx.try_recv() else {
+            panic!("a batch was queued")
+        };
         in_flight.done(first.bytes());
         assert!(matches!(
             hand_over(&handoff, &live, batch_of(1, 60), 0),
@@ -941,15 +1556,21 @@ mod tests {
         assert_eq!(in_flight.batches.load(Ordering::Relaxed), 0);
     }
 
-    /// A ring that is not a ring: scripted blocks of packets, with the
-    /// kernel's counters kept as a kernel would (every packet offered is
-    /// counted; the ones of a block the "kernel" drops count as drops).
+    /// A ring that is not the kernel's: scripted blocks of packets, put
+    /// into a simulated TPACKET_V3 ring ([`SimRing`]) as the kernel puts
+    /// them, with the kernel's counters kept as a kernel would (every packet
+    /// offered is counted; the ones of a block the "kernel" drops, or finds
+    /// no free block for, count as drops).
     struct ScriptedRing {
         /// Per block: (packets, dropped by the kernel instead of delivered).
         blocks: std::collections::VecDeque<(u32, bool)>,
+        sim: SimRing,
         frame: Vec<u8>,
+        /// Every how many packets one carries a VLAN tag the kernel removed
+        /// (0: none).
+        tag_every: u64,
         next_ts: u64,
-        kernel: KernelStats,
+        scripted_drops: u64,
         stopped: bool,
         /// Time between blocks, as traffic arriving.
         pace: Duration,
@@ -957,11 +1578,18 @@ mod tests {
 
     impl ScriptedRing {
         fn new(blocks: &[(u32, bool)]) -> ScriptedRing {
+            // Room for 200 packets of 200 bytes a block.
+            ScriptedRing::with_blocks(blocks, 64 << 10)
+        }
+
+        fn with_blocks(blocks: &[(u32, bool)], block_size: usize) -> ScriptedRing {
             ScriptedRing {
                 blocks: blocks.iter().copied().collect(),
+                sim: SimRing::new(block_size, 8),
                 frame: vec![0x11; 200],
+                tag_every: 0,
                 next_ts: 1,
-                kernel: KernelStats::default(),
+                scripted_drops: 0,
                 stopped: false,
                 pace: Duration::ZERO,
             }
@@ -973,32 +1601,43 @@ mod tests {
             LinkType::Ethernet
         }
 
-        fn read_block<F: FnMut(&RingPacket<'_>)>(
-            &mut self,
-            _timeout: Duration,
-            mut each: F,
-        ) -> io::Result<bool> {
+        fn take_block(&mut self, _timeout: Duration) -> io::Result<Option<OwnedBlock>> {
             std::thread::sleep(self.pace);
             let Some((n, dropped)) = self.blocks.pop_front() else {
                 std::thread::sleep(Duration::from_millis(1));
-                return Ok(false);
+                return Ok(self.sim.acquire_block());
             };
-            self.kernel.packets += u64::from(n);
             if dropped {
-                self.kernel.drops += u64::from(n);
-                return Ok(false);
+                self.scripted_drops += u64::from(n);
+                return Ok(None);
             }
-            for _ in 0..n {
-                let ts_ns = self.next_ts;
-                self.next_ts += 1;
-                each(&RingPacket {
-                    ts_ns,
-                    orig_len: self.frame.len() as u32,
-                    data: &self.frame,
-                    vlan: None,
-                });
+            let packets: Vec<RingPacket> = (0..u64::from(n))
+                .map(|i| {
+                    let ts_ns = self.next_ts + i;
+                    let tagged = self.tag_every > 0 && ts_ns.is_multiple_of(self.tag_every);
+                    RingPacket {
+                        ts_ns,
+                        orig_len: self.frame.len() as u32,
+                        data: &self.frame,
+                        vlan: tagged.then_some((0x8100, ts_ns as u16 & 0x0fff)),
+                    }
+                })
+                .collect();
+            if !self.sim.has_room() {
+                // The consumer holds the block the "kernel" fills next: the
+                // traffic waits (the script is a sender that does not lose).
+                drop(packets);
+                self.blocks.push_front((n, false));
+                return Ok(self.sim.acquire_block());
             }
-            Ok(true)
+            let written = self.sim.deliver(&packets);
+            assert_eq!(written, packets.len(), "a scripted block fits");
+            self.next_ts += u64::from(n);
+            Ok(self.sim.acquire_block())
+        }
+
+        fn block_count(&self) -> usize {
+            self.sim.block_count()
         }
 
         fn stop_receiving(&mut self) -> io::Result<()> {
@@ -1007,7 +1646,10 @@ mod tests {
         }
 
         fn kernel_stats(&mut self) -> io::Result<KernelStats> {
-            Ok(self.kernel)
+            let mut k = self.sim.kernel_stats();
+            k.packets += self.scripted_drops;
+            k.drops += self.scripted_drops;
+            Ok(k)
         }
     }
 
@@ -1153,5 +1795,262 @@ mod tests {
             stats.delivered < 1000 && stats.dropped_queue > 1000,
             "{stats:?}"
         );
+    }
+
+    /// Keeps every frame it is given, optionally slowly.
+    #[derive(Default)]
+    struct Recorder {
+        frames: Vec<(u64, u32, Vec<u8>)>,
+        per_packet: Duration,
+    }
+
+    impl Consumer<LaneSource<'_>> for Recorder {
+        fn consume(&mut self, item: LaneItem<'_>) -> crate::Result<crate::run::Flow> {
+            if let LaneItem::Frame(f) = item {
+                self.frames.push((f.ts_ns, f.orig_len, f.data.to_vec()));
+                std::thread::sleep(self.per_packet);
+            }
+            Ok(crate::run::Flow::Continue)
+        }
+    }
+
+    /// Runs a lane over `blocks` (packets each) with every third packet
+    /// VLAN-tagged, and returns its counters and what the consumer got.
+    fn record(
+        blocks: &[u32],
+        pace: Duration,
+        per_packet: Duration,
+        cfg: PipelineConfig,
+    ) -> (CaptureStats, Vec<(u64, u32, Vec<u8>)>) {
+        let script: Vec<(u32, bool)> = blocks.iter().map(|&n| (n, false)).collect();
+        // 16 KiB blocks: 29 or more 200-byte packets fill half of one.
+        let block_size = if cfg.direct { 16 << 10 } else { 64 << 10 };
+        let mut ring = ScriptedRing::with_blocks(&script, block_size);
+        ring.tag_every = 3;
+        ring.pace = pace;
+        let total: u32 = blocks.iter().sum();
+        let cfg = PipelineConfig {
+            count: Some(cfg.count.unwrap_or(u64::from(total))),
+            drain: Duration::from_millis(20),
+            ..cfg
+        };
+        let stop = AtomicBool::new(false);
+        let live = LiveStats::default();
+        let mut consumer = Recorder {
+            per_packet,
+            ..Recorder::default()
+        };
+        let (stats, report) = run_lane(&mut ring, &cfg, &stop, &NOT_ABORTED, &live, &mut consumer);
+        assert!(report.output_error.is_none() && report.read_error.is_none());
+        assert_eq!(stats.kernel.packets, stats.received + stats.kernel.drops);
+        assert_eq!(
+            stats.received,
+            stats.delivered + stats.dropped_queue + stats.skipped
+        );
+        assert_eq!(consumer.frames.len() as u64, stats.delivered);
+        (stats, consumer.frames)
+    }
+
+    /// [`record`] through a ring thread that copies every block, blocks
+    /// 2 ms apart: the reference the in-place reads are compared with.
+    fn by_copy(blocks: &[u32]) -> (CaptureStats, Vec<(u64, u32, Vec<u8>)>) {
+        let copy_cfg = PipelineConfig {
+            hold_blocks: Some(0),
+            ..PipelineConfig::default()
+        };
+        record(blocks, Duration::from_millis(2), Duration::ZERO, copy_cfg)
+    }
+
+    #[test]
+    fn a_keeping_up_consumer_reads_every_block_in_place_and_gets_what_a_copy_gives() {
+        let blocks = [50, 7, 50, 1, 33, 50];
+        let (held, in_place) = record(
+            &blocks,
+            Duration::from_millis(2),
+            Duration::ZERO,
+            PipelineConfig::default(),
+        );
+        assert_eq!(held.delivered, 191);
+        assert_eq!(
+            (held.blocks_in_place, held.blocks_copied),
+            (6, 0),
+            "{held:?}"
+        );
+        let (copied, copies) = by_copy(&blocks);
+        assert_eq!(
+            (copied.blocks_in_place, copied.blocks_copied),
+            (0, 6),
+            "{copied:?}"
+        );
+        // The same frames either way: tags put back, lengths grown by them.
+        assert_eq!(in_place, copies);
+        let tagged = &in_place[2];
+        assert_eq!(tagged.0 % 3, 0);
+        assert_eq!((tagged.1, tagged.2.len()), (204, 204));
+        assert_eq!(&tagged.2[12..14], &[0x81, 0x00]);
+        assert_eq!(in_place[0].2.len(), 200);
+        assert!(in_place.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    /// The 24 blocks of 40 packets of the slow-consumer tests all arrived,
+    /// in order and whole, some read in place and some copied, with no drop.
+    fn assert_every_block_came_some_in_place(stats: &CaptureStats, frames: &[(u64, u32, Vec<u8>)]) {
+        assert_eq!(stats.delivered, 960, "{stats:?}");
+        assert_eq!(
+            (stats.kernel.drops, stats.dropped_queue),
+            (0, 0),
+            "{stats:?}"
+        );
+        assert!(
+            stats.blocks_copied > 0 && stats.blocks_in_place > 0,
+            "{stats:?}"
+        );
+        assert_eq!(stats.blocks_copied + stats.blocks_in_place, 24);
+        assert!(frames.windows(2).all(|w| w[0].0 + 1 == w[1].0));
+    }
+
+    #[test]
+    fn behind_a_slow_consumer_the_oldest_held_blocks_go_back_as_copies() {
+        // 24 blocks at once into a ring of 8; the consumer may hold 4 and
+        // takes 100 us a packet. Blocks it has not started on are copied
+        // and given back, so the "kernel" never finds the ring held, and
+        // every packet arrives, once, in order.
+        let blocks = [40u32; 24];
+        let (stats, frames) = record(
+            &blocks,
+            Duration::ZERO,
+            Duration::from_micros(100),
+            PipelineConfig::default(),
+        );
+        assert_every_block_came_some_in_place(&stats, &frames);
+    }
+
+    #[test]
+    fn a_count_ends_inside_a_block_read_in_place() {
+        let cfg = PipelineConfig {
+            count: Some(75),
+            ..PipelineConfig::default()
+        };
+        let (stats, frames) = record(&[50, 50, 50], Duration::from_millis(1), Duration::ZERO, cfg);
+        assert_eq!((stats.delivered, frames.len()), (75, 75), "{stats:?}");
+        assert_eq!(stats.skipped, stats.received - 75);
+        assert_eq!(frames.last().map(|f| f.0), Some(75));
+    }
+
+    #[test]
+    fn the_oldest_block_not_yet_started_goes_back_to_the_kernel_as_a_copy() {
+        let mut sim = SimRing::new(4096, 3);
+        let frame = vec![7u8; 100];
+        let pk = |ts_ns| RingPacket {
+            ts_ns,
+            orig_len: 100,
+            data: &frame,
+            vlan: None,
+        };
+        assert_eq!(sim.deliver(&[pk(1), pk(2)]), 2);
+        assert_eq!(sim.deliver(&[pk(3)]), 1);
+        assert_eq!(sim.deliver(&[pk(4)]), 1);
+        let (tx, rx) = mpsc::channel();
+        let in_flight = InFlight::default();
+        let live = LiveStats::default();
+        let mut handoff = Handoff {
+            tx,
+            in_flight: &in_flight,
+            limit_bytes: 1 << 20,
+            hold_blocks: 3,
+            handed: VecDeque::new(),
+        };
+        for _ in 0..3 {
+            let block = sim.acquire_block().expect("delivered");
+            let held = Held {
+                cursor: block.cursor(),
+                left: block.count(),
+                block,
+            };
+            assert!(handoff.hold(held).is_ok());
+        }
+        assert!(!sim.has_room(), "the consumer holds the whole ring");
+        // The consumer starts on the first block.
+        let Ok(Handed::Slot(first)) = rx.try_recv() else {
+            panic!("a block in place")
+        };
+        let Some(Chunk::InPlace(reading)) = first.take() else {
+            panic!("still in place")
+        };
+        // That one stays; the next goes back as a copy.
+        assert!(handoff.give_back_oldest(&live));
+        assert_eq!(in_flight.blocks.load(Ordering::Relaxed), 2);
+        assert_eq!(in_flight.batches.load(Ordering::Relaxed), 1);
+        assert_eq!(in_flight.bytes.load(Ordering::Relaxed), RECORD_HEADER + 100);
+        assert_eq!(live.blocks_copied.load(Ordering::Relaxed), 1);
+        // The kernel fills in ring order: the block being read comes first.
+        assert!(!sim.has_room());
+        drop(reading);
+        in_flight.block_done();
+        assert!(sim.has_room());
+        assert_eq!(sim.deliver(&[pk(5)]), 1);
+        // ... and then the block given back.
+        assert!(sim.has_room());
+        let Ok(Handed::Slot(second)) = rx.try_recv() else {
+            panic!("the second slot")
+        };
+        let Some(Chunk::Copied(copy)) = second.take() else {
+            panic!("copied")
+        };
+        assert_eq!(copy.iter().map(|p| p.ts_ns).collect::<Vec<_>>(), [3]);
+        // With no room in the queue's byte limit the last one stays in place.
+        handoff.limit_bytes = 150;
+        assert!(!handoff.give_back_oldest(&live));
+        assert_eq!(in_flight.blocks.load(Ordering::Relaxed), 1);
+        let Ok(Handed::Slot(third)) = rx.try_recv() else {
+            panic!("the third slot")
+        };
+        assert!(matches!(third.take(), Some(Chunk::InPlace(h)) if h.left == 1));
+    }
+
+    #[test]
+    fn a_direct_lane_reads_in_place_on_one_thread_and_gets_what_a_copy_gives() {
+        let blocks = [50, 7, 50, 1, 33, 50];
+        let direct = PipelineConfig {
+            direct: true,
+            ..PipelineConfig::default()
+        };
+        let (stats, frames) = record(&blocks, Duration::from_millis(2), Duration::ZERO, direct);
+        assert_eq!(stats.delivered, 191);
+        // The blocks of 7 and 1 packets, under half full, are copied.
+        assert_eq!(
+            (stats.blocks_in_place, stats.blocks_copied),
+            (4, 2),
+            "{stats:?}"
+        );
+        let (_, copies) = by_copy(&blocks);
+        assert_eq!(frames, copies);
+        // A count that ends inside a block.
+        let cut = PipelineConfig {
+            direct: true,
+            count: Some(60),
+            ..PipelineConfig::default()
+        };
+        let (stats, frames) = record(&blocks, Duration::from_millis(1), Duration::ZERO, cut);
+        assert_eq!((stats.delivered, frames.len()), (60, 60), "{stats:?}");
+        assert_eq!(frames.last().map(|f| f.0), Some(60));
+    }
+
+    #[test]
+    fn a_stalled_direct_consumer_is_rescued_by_copies_and_loses_nothing() {
+        // 24 blocks of 40 at once into a ring of 8; the consumer takes 250
+        // us a packet, 10 ms a block: stalled, by the rescuer's measure,
+        // which copies the blocks behind it out of the ring.
+        let direct = PipelineConfig {
+            direct: true,
+            ..PipelineConfig::default()
+        };
+        let (stats, frames) = record(
+            &[40u32; 24],
+            Duration::ZERO,
+            Duration::from_micros(250),
+            direct,
+        );
+        assert_every_block_came_some_in_place(&stats, &frames);
     }
 }

@@ -137,6 +137,11 @@ impl Economy {
         }
     }
 
+    /// Whether a write has been measured yet.
+    pub fn write_measured(&self) -> bool {
+        self.write_ns.get().is_some()
+    }
+
     /// The writer wrote `bytes` in `ns` nanoseconds.
     pub fn wrote(&mut self, bytes: usize, ns: u64) {
         if bytes >= MEASURED_WRITE {
