@@ -80,6 +80,13 @@ impl<W: Write> PacketSink for DiskSink<W> {
             .map_err(|e| write_error(&self.path, e))?;
         self.packet_written()
     }
+
+    /// A batch ended, its ring block given back: gathered chunks go out.
+    fn flush(&mut self) -> Result<()> {
+        self.writer
+            .release()
+            .map_err(|e| write_error(&self.path, e))
+    }
 }
 
 /// The writer's settings for codec `a.compress`: a pcap file without a
@@ -93,6 +100,7 @@ fn writer_config(a: &CaptureWorkerArgs) -> WriterConfig {
         block_size: trace::write::default_block_size(codec),
         threads: CompressThreads::Auto.resolve(codec),
         compress_when: CompressWhen::Pays,
+        write_on_release: true,
         ..WriterConfig::default()
     }
 }

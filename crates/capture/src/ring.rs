@@ -262,6 +262,18 @@ impl Memory {
         unsafe { AtomicU32::from_ptr(self.base.add(i * self.block_size + block::STATUS).cast()) }
     }
 
+    /// How many blocks from `i` on, in ring order, the kernel has handed
+    /// over and user space has not taken yet.
+    fn ready_from(&self, i: usize) -> usize {
+        (0..self.block_nr)
+            .map(|k| (i + k) % self.block_nr)
+            .take_while(|&b| {
+                !self.held[b].load(Ordering::Acquire)
+                    && self.status(b).load(Ordering::Acquire) & TP_STATUS_USER != 0
+            })
+            .count()
+    }
+
     /// Takes block `i` for user space if the kernel has handed it over and
     /// it is not already held.
     fn take(self: &Arc<Memory>, i: usize) -> Option<OwnedBlock> {
@@ -544,6 +556,12 @@ impl TpacketRing {
         self.mem.block_nr
     }
 
+    /// Blocks the kernel has filled that wait to be taken: how far the
+    /// reader is behind.
+    pub fn ready_blocks(&self) -> usize {
+        self.mem.ready_from(self.next_block)
+    }
+
     /// Waits up to `timeout` for the next block to be handed to user space
     /// (libpcap's `packet_mmap_acquire`), and holds it until the returned
     /// block is dropped, on whatever thread. `None` on timeout or a signal,
@@ -806,6 +824,11 @@ impl SimRing {
     /// Blocks in the ring.
     pub fn block_count(&self) -> usize {
         self.mem.block_nr
+    }
+
+    /// Blocks filled that wait to be taken.
+    pub fn ready_blocks(&self) -> usize {
+        self.mem.ready_from(self.read)
     }
 
     /// Whether the next block to fill is the "kernel's" (user space gave

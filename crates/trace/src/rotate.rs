@@ -279,6 +279,15 @@ impl RotatingWriter {
         }
     }
 
+    /// Writes the current file's gathered chunks if they make a write
+    /// ([`TraceWriter::release`]).
+    pub fn release(&mut self) -> Result<()> {
+        match &mut self.cur {
+            Some((_, w)) => w.release(),
+            None => Ok(()),
+        }
+    }
+
     /// Writes the records buffered in the current file as a chunk.
     pub fn flush_block(&mut self) -> Result<()> {
         match &mut self.cur {

@@ -229,6 +229,12 @@ pub struct WriterConfig {
     /// the index is written only after the chunks it describes. Not with
     /// `sync`, which writes and syncs every chunk.
     pub write_bytes: usize,
+    /// Gathered chunks wait for [`TraceWriter::release`] (up to four times
+    /// `write_bytes`) instead of going out as soon as `write_bytes` is
+    /// reached: a live capture's writer calls it once it has given a ring
+    /// block back, so that a write the file system makes wait (dirty-page
+    /// throttling, a slow disk) never holds the ring.
+    pub write_on_release: bool,
 }
 
 /// Bytes the writer gathers chunks into by default ([`WriterConfig::write_bytes`]).
@@ -261,6 +267,7 @@ impl Default for WriterConfig {
             stream_checksums: false,
             compress_when: CompressWhen::Always,
             write_bytes: DEFAULT_WRITE_BYTES,
+            write_on_release: false,
         }
     }
 }
@@ -469,7 +476,11 @@ impl<W: Write> TraceWriter<W> {
             (cfg.compress_when == CompressWhen::Pays && enc.can_store()).then(Economy::default);
         Ok(TraceWriter {
             economy,
-            sink: Coalesced::new(sink, if cfg.sync { 0 } else { cfg.write_bytes }),
+            sink: Coalesced::new(
+                sink,
+                if cfg.sync { 0 } else { cfg.write_bytes },
+                cfg.write_on_release,
+            ),
             block: Vec::with_capacity(cfg.block_size + 2048),
             out: Vec::with_capacity(cfg.block_size + cfg.block_size / 8 + 64),
             cfg,
@@ -612,6 +623,17 @@ impl<W: Write> TraceWriter<W> {
                 })
             }
         }
+    }
+
+    /// Writes the chunks gathered so far if they make a write of
+    /// [`WriterConfig::write_bytes`] ([`WriterConfig::write_on_release`]).
+    pub fn release(&mut self) -> Result<()> {
+        if self.sink.buf.len() >= self.sink.cap {
+            self.sink
+                .drain()
+                .map_err(|e| Error::io("writing the trace", e))?;
+        }
+        Ok(())
     }
 
     /// Compresses and writes the records buffered so far as a chunk, so that
@@ -1030,16 +1052,19 @@ struct Coalesced<W: Write> {
     inner: W,
     buf: Vec<u8>,
     cap: usize,
+    /// Wait for [`TraceWriter::release`] up to `4 * cap`.
+    on_release: bool,
     /// The last write that reached `inner`: bytes and nanoseconds.
     last_write: Option<(usize, u64)>,
 }
 
 impl<W: Write> Coalesced<W> {
-    fn new(inner: W, cap: usize) -> Coalesced<W> {
+    fn new(inner: W, cap: usize, on_release: bool) -> Coalesced<W> {
         Coalesced {
             inner,
             buf: Vec::new(),
             cap,
+            on_release,
             last_write: None,
         }
     }
@@ -1065,7 +1090,12 @@ impl<W: Write> Coalesced<W> {
             self.buf.reserve_exact(self.cap + data.len());
         }
         self.buf.extend_from_slice(data);
-        if through || self.buf.len() >= self.cap {
+        let full = if self.on_release {
+            4 * self.cap
+        } else {
+            self.cap
+        };
+        if through || self.buf.len() >= full {
             self.drain()?;
         }
         Ok(())

@@ -221,7 +221,9 @@ impl OutputArgs {
     /// A sink for a live capture's `path`: compression only while it pays,
     /// unless `--compress-when` says otherwise.
     pub fn live_sink(&self, path: &Path) -> Result<TraceSink, Error> {
-        TraceSink::new(path, &self.settings_with(path, CompressWhen::Pays)?)
+        let mut settings = self.settings_with(path, CompressWhen::Pays)?;
+        settings.writer.write_on_release = true;
+        TraceSink::new(path, &settings)
     }
 
     /// The sink of `-w`, if given.

@@ -248,6 +248,17 @@ impl PacketSink for TraceSink {
         r.map_err(|e| write_error(&self.path, e))
     }
 
+    /// The end of a capture's batch (its ring block given back): chunks
+    /// gathered for a write go out now, not while the ring is held.
+    fn flush(&mut self) -> Result<()> {
+        let r = match &mut self.state {
+            State::Files(w) => w.release(),
+            State::Stdout(w) => w.release(),
+            State::Pending => Ok(()),
+        };
+        r.map_err(|e| write_error(&self.path, e))
+    }
+
     /// The input is quiet: the partial block is written (as its own chunk),
     /// so a kill now loses nothing given so far.
     fn idle(&mut self) -> Result<()> {

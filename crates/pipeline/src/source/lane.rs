@@ -76,6 +76,9 @@ pub trait Ring: Send {
     /// Blocks in the ring.
     fn block_count(&self) -> usize;
 
+    /// Blocks the kernel has filled that wait to be taken.
+    fn ready_blocks(&self) -> usize;
+
     /// Stops the kernel from passing packets, so that once the ring is
     /// drained its counters and what was read agree exactly.
     fn stop_receiving(&mut self) -> io::Result<()>;
@@ -95,6 +98,10 @@ impl Ring for TpacketRing {
 
     fn block_count(&self) -> usize {
         TpacketRing::block_count(self)
+    }
+
+    fn ready_blocks(&self) -> usize {
+        TpacketRing::ready_blocks(self)
     }
 
     fn stop_receiving(&mut self) -> io::Result<()> {
@@ -996,6 +1003,12 @@ fn rescue(
         let Ok(mut share) = share.try_lock() else {
             continue;
         };
+        // Only once the ring runs short: a consumer that is merely slow to
+        // be scheduled (the kernel's receive work has the core) catches up
+        // by itself, and copying would take the time it needs.
+        if share.ring.ready_blocks() < share.ring.block_count() / 2 {
+            continue;
+        }
         while !share.closed && share.rescued_bytes < cfg.queue_bytes.max(1) {
             let Ok(Some(block)) = share.ring.take_block(Duration::ZERO) else {
                 break;
@@ -1574,6 +1587,9 @@ mod tests {
         stopped: bool,
         /// Time between blocks, as traffic arriving.
         pace: Duration,
+        /// Fill every free block at each look, as traffic faster than the
+        /// reader.
+        eager: bool,
     }
 
     impl ScriptedRing {
@@ -1592,25 +1608,29 @@ mod tests {
                 scripted_drops: 0,
                 stopped: false,
                 pace: Duration::ZERO,
+                eager: false,
             }
         }
     }
 
-    impl Ring for ScriptedRing {
-        fn link_type(&self) -> LinkType {
-            LinkType::Ethernet
-        }
-
-        fn take_block(&mut self, _timeout: Duration) -> io::Result<Option<OwnedBlock>> {
-            std::thread::sleep(self.pace);
-            let Some((n, dropped)) = self.blocks.pop_front() else {
-                std::thread::sleep(Duration::from_millis(1));
-                return Ok(self.sim.acquire_block());
+    impl ScriptedRing {
+        /// Puts the script's next block into the ring as the kernel would;
+        /// false when there is none, or no room (the consumer holds the
+        /// block the "kernel" fills next: the traffic waits, the script is
+        /// a sender that does not lose).
+        fn deliver_next(&mut self) -> bool {
+            let Some(&(n, dropped)) = self.blocks.front() else {
+                return false;
             };
             if dropped {
+                self.blocks.pop_front();
                 self.scripted_drops += u64::from(n);
-                return Ok(None);
+                return true;
             }
+            if !self.sim.has_room() {
+                return false;
+            }
+            self.blocks.pop_front();
             let packets: Vec<RingPacket> = (0..u64::from(n))
                 .map(|i| {
                     let ts_ns = self.next_ts + i;
@@ -1623,21 +1643,35 @@ mod tests {
                     }
                 })
                 .collect();
-            if !self.sim.has_room() {
-                // The consumer holds the block the "kernel" fills next: the
-                // traffic waits (the script is a sender that does not lose).
-                drop(packets);
-                self.blocks.push_front((n, false));
-                return Ok(self.sim.acquire_block());
-            }
             let written = self.sim.deliver(&packets);
             assert_eq!(written, packets.len(), "a scripted block fits");
             self.next_ts += u64::from(n);
+            true
+        }
+    }
+
+    impl Ring for ScriptedRing {
+        fn link_type(&self) -> LinkType {
+            LinkType::Ethernet
+        }
+
+        fn take_block(&mut self, _timeout: Duration) -> io::Result<Option<OwnedBlock>> {
+            std::thread::sleep(self.pace);
+            if self.blocks.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // One block a call, or with `eager` every block there is room
+            // for (traffic faster than the reader).
+            while self.deliver_next() && self.eager {}
             Ok(self.sim.acquire_block())
         }
 
         fn block_count(&self) -> usize {
             self.sim.block_count()
+        }
+
+        fn ready_blocks(&self) -> usize {
+            self.sim.ready_blocks()
         }
 
         fn stop_receiving(&mut self) -> io::Result<()> {
@@ -1828,6 +1862,8 @@ mod tests {
         let mut ring = ScriptedRing::with_blocks(&script, block_size);
         ring.tag_every = 3;
         ring.pace = pace;
+        // A burst all at once fills the ring ahead of the reader.
+        ring.eager = pace.is_zero();
         let total: u32 = blocks.iter().sum();
         let cfg = PipelineConfig {
             count: Some(cfg.count.unwrap_or(u64::from(total))),
