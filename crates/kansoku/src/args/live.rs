@@ -39,8 +39,8 @@ pub struct CaptureArgs {
     /// A thread of its own takes the ring's blocks and hands them to the writer through the queue (the design
     /// before kansoku 0.2). By default the writer reads each block where the kernel wrote it, on one thread as
     /// tcpdump does, and a second thread copies blocks out into the queue only while the writer is stalled
-    /// (a slow disk): on a core that also does the kernel's receive work this keeps up with about twice the
-    /// load (bench/capture-results.md).
+    /// (a slow disk) with half the ring waiting: on a core that also does the kernel's receive work this keeps
+    /// up with about twice the load (bench/capture-results.md).
     #[arg(long)]
     pub ring_thread: bool,
     /// With --ring-thread: ring blocks the writer may hold, reading packets where the kernel wrote them. When it
