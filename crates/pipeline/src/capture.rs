@@ -253,12 +253,15 @@ impl CaptureReport {
     pub fn describe(&self) -> String {
         format!(
             "{} packets received by the kernel on {}, {} dropped by the kernel ({} ring freezes), \
-             {} taken from the ring, {} dropped by kansoku (writer queue full), {} rejected by the rules, {} written",
+             {} taken from the ring ({} blocks read in place, {} copied), {} dropped by kansoku (writer queue full), \
+             {} rejected by the rules, {} written",
             self.kernel_packets,
             self.interface,
             self.kernel_drops,
             self.kernel_freezes,
             self.received,
+            self.ring_blocks_in_place,
+            self.ring_blocks_copied,
             self.dropped_kansoku,
             self.rejected,
             self.written
