@@ -262,24 +262,33 @@ impl Memory {
         unsafe { AtomicU32::from_ptr(self.base.add(i * self.block_size + block::STATUS).cast()) }
     }
 
-    /// How many blocks from `i` on, in ring order, the kernel has handed
-    /// over and user space has not taken yet.
+    /// Whether block `i` is held by user space.
+    fn is_held(&self, i: usize) -> bool {
+        self.held[i].load(Ordering::Acquire)
+    }
+
+    /// Whether the status of block `i` gives it to user space.
+    fn is_users(&self, i: usize) -> bool {
+        self.status(i).load(Ordering::Acquire) & TP_STATUS_USER != 0
+    }
+
+    /// Whether the kernel has handed block `i` over and user space has not
+    /// taken it yet.
+    fn is_ready(&self, i: usize) -> bool {
+        !self.is_held(i) && self.is_users(i)
+    }
+
+    /// How many blocks from `i` on, in ring order, are ready.
     fn ready_from(&self, i: usize) -> usize {
         (0..self.block_nr)
             .map(|k| (i + k) % self.block_nr)
-            .take_while(|&b| {
-                !self.held[b].load(Ordering::Acquire)
-                    && self.status(b).load(Ordering::Acquire) & TP_STATUS_USER != 0
-            })
+            .take_while(|&b| self.is_ready(b))
             .count()
     }
 
-    /// Takes block `i` for user space if the kernel has handed it over and
-    /// it is not already held.
+    /// Takes block `i` for user space if it is ready.
     fn take(self: &Arc<Memory>, i: usize) -> Option<OwnedBlock> {
-        if self.held[i].load(Ordering::Acquire)
-            || self.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0
-        {
+        if !self.is_ready(i) {
             return None;
         }
         self.held[i].store(true, Ordering::Relaxed);
@@ -569,14 +578,14 @@ impl TpacketRing {
     /// handed over in ring order, so the reader waits for that one.
     pub fn acquire_block(&mut self, timeout: Duration) -> io::Result<Option<OwnedBlock>> {
         let i = self.next_block;
-        if self.mem.held[i].load(Ordering::Acquire) {
+        if self.mem.is_held(i) {
             // User space holds the whole ring; wait a little for a release
             // rather than spin (poll would return at once: the block's
             // status says "user").
             std::thread::sleep(timeout.min(Duration::from_millis(1)));
             return Ok(None);
         }
-        if self.mem.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+        if !self.mem.is_users(i) {
             let mut pfd = libc::pollfd {
                 fd: self.fd.as_raw_fd(),
                 events: libc::POLLIN | libc::POLLERR,
@@ -835,8 +844,7 @@ impl SimRing {
     /// it back): a [`SimRing::deliver`] now would store its packets.
     pub fn has_room(&self) -> bool {
         let m = &self.mem;
-        !m.held[self.fill].load(Ordering::Acquire)
-            && m.status(self.fill).load(Ordering::Acquire) & TP_STATUS_USER == 0
+        !m.is_held(self.fill) && !m.is_users(self.fill)
     }
 
     /// As the kernel when a block fills: writes as many of `packets` as fit
@@ -920,7 +928,7 @@ impl SimRing {
     pub fn corrupt_next_block(&mut self, next_offset: u32) {
         let i = self.read;
         let m = &self.mem;
-        if m.held[i].load(Ordering::Acquire) {
+        if m.is_held(i) {
             return;
         }
         // SAFETY: block `i` lies inside the memory and no `OwnedBlock` holds

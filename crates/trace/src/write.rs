@@ -628,12 +628,9 @@ impl<W: Write> TraceWriter<W> {
     /// Writes the chunks gathered so far if they make a write of
     /// [`WriterConfig::write_bytes`] ([`WriterConfig::write_on_release`]).
     pub fn release(&mut self) -> Result<()> {
-        if self.sink.buf.len() >= self.sink.cap {
-            self.sink
-                .drain()
-                .map_err(|e| Error::io("writing the trace", e))?;
-        }
-        Ok(())
+        self.sink
+            .release()
+            .map_err(|e| Error::io("writing the trace", e))
     }
 
     /// Compresses and writes the records buffered so far as a chunk, so that
@@ -1096,6 +1093,14 @@ impl<W: Write> Coalesced<W> {
             self.cap
         };
         if through || self.buf.len() >= full {
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is gathered if it makes a write of `cap` bytes.
+    fn release(&mut self) -> io::Result<()> {
+        if self.buf.len() >= self.cap {
             self.drain()?;
         }
         Ok(())

@@ -7,11 +7,14 @@
 //! into metadata are put back in a small scratch frame) and gives the block
 //! back once they are written, as tcpdump and netsniff-ng do. A second
 //! thread, the rescuer, looks every 2 ms at whether the consumer has been
-//! stuck in one block for 5 ms (a write to a slow disk): only then does it
-//! take the blocks the kernel has filled behind it, copy their packets into
-//! memory (up to [`PipelineConfig::queue_bytes`]) and give them back, so a
-//! slow disk does not fill the ring; the consumer reads those copies before
-//! the ring's next block. A consumer that is merely busy is left alone: on a
+//! stuck in one block for 5 ms (a write to a slow disk) with half the ring
+//! waiting: only then does it take the blocks the kernel has filled behind
+//! it, copy their packets into memory (up to
+//! [`PipelineConfig::queue_bytes`]) and give them back, so a slow disk does
+//! not fill the ring; the consumer reads those copies before the ring's
+//! next block. Blocks the kernel's timeout retired less than half full (a
+//! quiet link) are copied at once, so that a stalled consumer never holds
+//! one while the ring fills. A consumer that is merely busy is left alone: on a
 //! core that also runs the kernel's receive work (a NIC queue's interrupt,
 //! RPS), copying would take the very time it lacks, and a ring thread
 //! handing every block to a writer thread cost half the load the core could
@@ -183,13 +186,14 @@ impl Batch {
     /// Appends a ring packet, putting back the VLAN tag the kernel removed
     /// (after the two MAC addresses, as it stood on the wire).
     fn push(&mut self, p: &RingPacket) {
-        let extra = if tag_of(p).is_some() { 4 } else { 0 };
+        let tag = tag_of(p);
+        let extra = if tag.is_some() { 4 } else { 0 };
         let caplen = p.data.len() as u32 + extra;
         self.buf.extend_from_slice(&p.ts_ns.to_le_bytes());
         self.buf
             .extend_from_slice(&p.orig_len.saturating_add(extra).to_le_bytes());
         self.buf.extend_from_slice(&caplen.to_le_bytes());
-        put_frame(p, &mut self.buf);
+        put_frame(p, tag, &mut self.buf);
         self.packets += 1;
     }
 
@@ -237,10 +241,10 @@ fn tag_of(p: &RingPacket) -> Option<[u8; 4]> {
     }
 }
 
-/// Appends `p`'s frame to `out`, its VLAN tag (if the kernel removed one)
-/// back after the two MAC addresses.
-fn put_frame(p: &RingPacket, out: &mut Vec<u8>) {
-    match tag_of(p) {
+/// Appends `p`'s frame to `out`, with `tag` (its [`tag_of`]) back after
+/// the two MAC addresses.
+fn put_frame(p: &RingPacket, tag: Option<[u8; 4]>, out: &mut Vec<u8>) {
+    match tag {
         Some(t) => {
             out.extend_from_slice(&p.data[..12]);
             out.extend_from_slice(&t);
@@ -262,17 +266,34 @@ struct Held {
 }
 
 impl Held {
+    /// All of `block`'s packets up to `deliver`, from its start.
+    fn new(block: OwnedBlock, deliver: u32) -> Held {
+        Held {
+            cursor: block.cursor(),
+            block,
+            left: deliver,
+        }
+    }
+
+    /// The packets still to hand over.
+    fn packets(&self) -> impl Iterator<Item = RingPacket<'_>> {
+        let mut cursor = self.cursor;
+        (0..self.left).map_while(move |_| self.block.next_packet(&mut cursor))
+    }
+
     /// The bytes its packets would take in a [`Batch`].
     fn copy_bytes(&self) -> usize {
-        let mut cursor = self.cursor;
-        let mut bytes = 0;
-        for _ in 0..self.left {
-            let Some(p) = self.block.next_packet(&mut cursor) else {
-                break;
-            };
-            bytes += RECORD_HEADER + p.data.len() + if tag_of(&p).is_some() { 4 } else { 0 };
+        self.packets()
+            .map(|p| RECORD_HEADER + p.data.len() + if tag_of(&p).is_some() { 4 } else { 0 })
+            .sum()
+    }
+
+    /// Copies the packets into `batch` and gives the block back to the
+    /// kernel.
+    fn copy_into(self, batch: &mut Batch) {
+        for p in self.packets() {
+            batch.push(&p);
         }
-        bytes
     }
 }
 
@@ -423,12 +444,13 @@ pub struct PipelineConfig {
     /// straight back, so the kernel always keeps the rest of the ring.
     /// `None`: half the ring's blocks; `Some(0)`: copy every block.
     pub hold_blocks: Option<usize>,
-    /// One thread: the consumer takes the ring's blocks itself and reads
-    /// each in place, as tcpdump and netsniff-ng do, with no ring thread
-    /// and no queue. Nothing is copied and no thread hand-over is paid,
-    /// which counts where the kernel's receive work shares the core; but
-    /// the ring is the only buffer, so a consumer that stalls (a slow
-    /// disk) makes the kernel drop as soon as the ring is full.
+    /// The consumer takes the ring's blocks itself and reads each in place,
+    /// as tcpdump and netsniff-ng do, with no ring thread: nothing is
+    /// copied and no thread hand-over is paid, which counts where the
+    /// kernel's receive work shares the core. A rescuer thread copies
+    /// waiting blocks into memory (up to `queue_bytes`) only while the
+    /// consumer is stalled with half the ring waiting (see the module).
+    /// `hold_blocks` is the ring thread's, not this lane's.
     pub direct: bool,
 }
 
@@ -789,9 +811,9 @@ impl Source for LaneSource<'_> {
                     return Err(Error::input("a capture ring block is malformed"));
                 };
                 h.left -= 1;
-                if tag_of(&p).is_some() {
+                if let Some(tag) = tag_of(&p) {
                     self.scratch.clear();
-                    put_frame(&p, &mut self.scratch);
+                    put_frame(&p, Some(tag), &mut self.scratch);
                     (p.ts_ns, p.orig_len.saturating_add(4), &self.scratch[..])
                 } else {
                     (p.ts_ns, p.orig_len, p.data)
@@ -868,14 +890,20 @@ struct RingShare<'q> {
     closed: bool,
 }
 
+/// How many of a block's `packets` to hand over when `taken` were before
+/// it: all, or those up to `count`.
+fn deliverable(packets: u32, count: Option<u64>, taken: u64) -> u32 {
+    match count {
+        Some(c) => u64::from(packets).min(c.saturating_sub(taken)) as u32,
+        None => packets,
+    }
+}
+
 impl RingShare<'_> {
     /// Counts a block's packets: how many to hand over (fewer once `count`
     /// is reached; the rest are skipped).
     fn admit(&mut self, packets: u32, cfg: &PipelineConfig, live: &LiveStats) -> u32 {
-        let deliver = match cfg.count {
-            Some(c) => u64::from(packets).min(c.saturating_sub(self.taken)) as u32,
-            None => packets,
-        };
+        let deliver = deliverable(packets, cfg.count, self.taken);
         self.taken += u64::from(deliver);
         live.received
             .fetch_add(u64::from(packets), Ordering::Relaxed);
@@ -953,20 +981,13 @@ impl DirectFeed<'_> {
             // second at a low rate).
             drop(share);
             let mut batch = Batch::default();
-            for p in block.packets().take(deliver as usize) {
-                batch.push(&p);
-            }
-            drop(block);
+            Held::new(block, deliver).copy_into(&mut batch);
             live.blocks_copied.fetch_add(1, Ordering::Relaxed);
             return Ok(Step::Copied(batch));
         }
         live.blocks_in_place.fetch_add(1, Ordering::Relaxed);
         in_flight.blocks.fetch_add(1, Ordering::AcqRel);
-        Ok(Step::Block(Held {
-            cursor: block.cursor(),
-            block,
-            left: deliver,
-        }))
+        Ok(Step::Block(Held::new(block, deliver)))
     }
 }
 
@@ -980,8 +1001,8 @@ const STALLED_AFTER: Duration = Duration::from_millis(5);
 
 /// The rescuer of a direct lane, until `done`: while the consumer is
 /// stalled in a block for longer than [`STALLED_AFTER`] (its `progress`,
-/// nanoseconds since `start`, stands still), it copies the blocks the
-/// kernel has handed over into the rescued queue, up to
+/// nanoseconds since `start`, stands still) and half the ring waits, it
+/// copies the blocks the kernel has handed over into the rescued queue, up to
 /// [`PipelineConfig::queue_bytes`], and gives them back, so a slow disk
 /// does not fill the ring. A consumer that is merely busy keeps the core to
 /// itself: copying would only take the time it needs.
@@ -1018,10 +1039,7 @@ fn rescue(
                 continue;
             }
             let mut batch = Batch::default();
-            for p in block.packets().take(deliver as usize) {
-                batch.push(&p);
-            }
-            drop(block);
+            Held::new(block, deliver).copy_into(&mut batch);
             live.blocks_copied.fetch_add(1, Ordering::Relaxed);
             share.rescued_bytes += batch.bytes();
             share.rescued.push_back(batch);
@@ -1086,11 +1104,7 @@ impl Handoff<'_> {
     /// flight, or nothing is in flight. Never waits.
     fn offer(&self, batch: Batch) -> Result<(), Refused> {
         let bytes = batch.bytes();
-        let batches = self.in_flight.batches.load(Ordering::Acquire);
-        let held = self.in_flight.bytes.load(Ordering::Acquire);
-        if batches >= MAX_BATCHES_IN_FLIGHT
-            || (batches > 0 && held.saturating_add(bytes) > self.limit_bytes)
-        {
+        if !self.has_room(bytes) {
             return Err(Refused::Full(batch));
         }
         // Added before the send, so the consumer's subtraction, which comes
@@ -1101,6 +1115,15 @@ impl Handoff<'_> {
             self.in_flight.done(bytes);
             Refused::Closed
         })
+    }
+
+    /// Whether one more batch of `bytes` may be in flight: under the byte
+    /// limit (or nothing in flight) and under the batch count.
+    fn has_room(&self, bytes: usize) -> bool {
+        let batches = self.in_flight.batches.load(Ordering::Acquire);
+        let held = self.in_flight.bytes.load(Ordering::Acquire);
+        batches < MAX_BATCHES_IN_FLIGHT
+            && (batches == 0 || held.saturating_add(bytes) <= self.limit_bytes)
     }
 
     /// Whether the consumer may hold one more block.
@@ -1130,10 +1153,7 @@ impl Handoff<'_> {
                 continue;
             };
             let bytes = h.copy_bytes();
-            let held_bytes = self.in_flight.bytes.load(Ordering::Acquire);
-            if self.in_flight.batches.load(Ordering::Acquire) > 0
-                && held_bytes.saturating_add(bytes) > self.limit_bytes
-            {
+            if !self.has_room(bytes) {
                 drop(state);
                 self.handed.push_front(slot);
                 return false;
@@ -1143,14 +1163,7 @@ impl Handoff<'_> {
             };
             let mut batch = Batch::default();
             batch.buf.reserve(bytes);
-            let mut cursor = h.cursor;
-            for _ in 0..h.left {
-                match h.block.next_packet(&mut cursor) {
-                    Some(p) => batch.push(&p),
-                    None => break,
-                }
-            }
-            drop(h);
+            h.copy_into(&mut batch);
             self.in_flight
                 .bytes
                 .fetch_add(batch.bytes(), Ordering::AcqRel);
@@ -1223,12 +1236,7 @@ fn hand_over_block(
             .fetch_add(u64::from(packets), Ordering::Relaxed);
         live.skipped.fetch_add(skipped, Ordering::Relaxed);
         live.blocks_in_place.fetch_add(1, Ordering::Relaxed);
-        let held = Held {
-            cursor: block.cursor(),
-            block,
-            left: deliver,
-        };
-        return match handoff.hold(held) {
+        return match handoff.hold(Held::new(block, deliver)) {
             Ok(()) => {
                 live.delivered
                     .fetch_add(u64::from(deliver), Ordering::Relaxed);
@@ -1242,11 +1250,8 @@ fn hand_over_block(
         };
     }
     let mut batch = spare;
-    for p in block.packets().take(deliver as usize) {
-        batch.push(&p);
-    }
     // The kernel can refill the block while the copy waits in the queue.
-    drop(block);
+    Held::new(block, deliver).copy_into(&mut batch);
     if deliver > 0 {
         live.blocks_copied.fetch_add(1, Ordering::Relaxed);
     }
@@ -1269,7 +1274,6 @@ fn ring_loop<R: Ring>(
     let mut last_handover = Instant::now();
     // A batch that was not queued (dropped, or empty), reused next.
     let mut spare: Option<Batch> = None;
-    let poll = RING_POLL;
     loop {
         if consumer_failed.load(Ordering::Relaxed) {
             return Ok(());
@@ -1294,7 +1298,7 @@ fn ring_loop<R: Ring>(
             .take()
             .or_else(|| empties.try_recv().ok())
             .unwrap_or_default();
-        let Some(block) = ring.take_block(poll)? else {
+        let Some(block) = ring.take_block(RING_POLL)? else {
             spare = Some(batch);
             if cfg.heartbeat.is_some_and(|h| last_handover.elapsed() >= h) {
                 last_handover = Instant::now();
@@ -1307,10 +1311,7 @@ fn ring_loop<R: Ring>(
             continue;
         };
         let packets = block.count();
-        let deliver = match cfg.count {
-            Some(c) => u64::from(packets).min(c.saturating_sub(taken)) as u32,
-            None => packets,
-        };
+        let deliver = deliverable(packets, cfg.count, taken);
         taken += u64::from(deliver);
         if deliver > 0 {
             last_handover = Instant::now();
