@@ -79,6 +79,8 @@ pub struct Truncation {
 impl Truncation {
     /// What a file is cut in when its index says it was never closed.
     pub const UNCLOSED: &'static str = "file that was not closed";
+    /// What a file is cut in when its index describes chunks past its end.
+    pub const SHORTER_THAN_INDEX: &'static str = "file shorter than its index";
 }
 
 impl fmt::Display for Truncation {
@@ -91,6 +93,11 @@ impl fmt::Display for Truncation {
             write!(
                 f,
                 "{at}: file cut short: its writer never closed it (its index has no end entry); read up to the last complete packet"
+            )
+        } else if self.what == Truncation::SHORTER_THAN_INDEX {
+            write!(
+                f,
+                "{at}: file cut short: its index describes chunks past its end (it lost them after they were written); read up to the last complete packet"
             )
         } else if self.needed == 0 {
             write!(

@@ -412,7 +412,12 @@ pub fn open_window_with(
     } else {
         selected.last() == Some(&true)
     };
-    if to_the_end && !closed && index.version >= 2 {
+    if past_end {
+        // Cut after it was written: where the cut falls at a chunk's end,
+        // or a record's in a tail the stream cannot judge, no stream says
+        // so, and a window that ends before it would not get there anyway.
+        checks.shorter.store(true, Ordering::Relaxed);
+    } else if to_the_end && !closed && index.version >= 2 {
         checks.unclosed.store(true, Ordering::Relaxed);
     }
     let chunks: VecDeque<Chunk> = entries

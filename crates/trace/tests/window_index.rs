@@ -53,7 +53,19 @@ fn same_as_full(path: &Path, since: Option<u64>, until: Option<u64>, what: &str)
     let unclosed = win_end
         .as_deref()
         .is_some_and(|e| e.contains("never closed"));
-    if unclosed && full_end.is_none() {
+    let shorter = win_end
+        .as_deref()
+        .is_some_and(|e| e.contains("past its end"));
+    if shorter && full_end.is_none() {
+        // A plain file cut at a record's end, gzip at a member's: only the
+        // index can tell.
+        let ix = trace::index::read_index(&index_path(path)).unwrap();
+        let len = std::fs::metadata(path).unwrap().len();
+        assert!(
+            ix.entries.iter().any(|e| e.comp_offset + e.comp_len > len),
+            "{what}: a file said to be shorter than its index is not"
+        );
+    } else if unclosed && full_end.is_none() {
         let ix = trace::index::read_index(&index_path(path)).unwrap();
         assert!(
             !ix.entries.last().is_some_and(|e| e.is_end()),
@@ -216,6 +228,54 @@ fn an_index_behind_its_file_reads_everything_and_says_the_file_was_not_closed() 
             );
             let end = end.unwrap_or_default();
             assert!(end.contains("cut short"), "{codec}: {end:?}");
+        }
+    }
+}
+
+/// A file cut after it was written, exactly where a chunk ends, under an
+/// index that goes on past it: the stream ends cleanly there for gzip and
+/// a plain file, and a window after the cut reads no chunk near it, yet
+/// every read says the file was cut (found by the property above: a
+/// window past the cut once ended quietly).
+#[test]
+fn a_file_cut_at_a_chunk_end_under_its_index_is_said_to_be_cut() {
+    let pkts = trace(1559, 1_396_461_520_021_930_812, false);
+    for codec in [Codec::Lz4, Codec::Zstd, Codec::Gzip, Codec::None] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let cfg = WriterConfig {
+            codec,
+            nanos: true,
+            block_size: 4096,
+            ..WriterConfig::default()
+        };
+        write_file(&path, cfg, &pkts);
+        let ix = trace::index::read_index(&index_path(&path)).unwrap();
+        let k = ix.entries.len() / 3;
+        let mid = &ix.entries[k];
+        let before: usize = ix.entries[..=k].iter().map(|e| e.packets as usize).sum();
+        let cut = usize::try_from(mid.comp_offset + mid.comp_len).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let after = T0 + (before as u64 + 100) * 1_000_000;
+        for (since, until) in [
+            (None, None),
+            (Some(after), None),
+            (None, Some(T0 + 5_000_000)),
+        ] {
+            let what = format!("{codec} cut at {cut}, window {since:?}..{until:?}");
+            let (r, ws) = open_window(&path, since, until).unwrap();
+            assert!(ws.indexed && ws.tail_bytes == 0, "{what}: {ws:?}");
+            let (got, end) = read_to_end(r);
+            // Before the cut, the window's packets; after it, none.
+            assert_eq!(
+                in_window(&got, since, until),
+                in_window(&pkts[..before], since, until),
+                "{what}"
+            );
+            let end = end.unwrap_or_default();
+            assert!(end.contains("past its end"), "{what}: {end:?}");
+            same_as_full(&path, since, until, &what);
         }
     }
 }

@@ -79,6 +79,10 @@ pub(crate) struct Checks {
     /// The read goes to the file's end and the index says the file was not
     /// closed (it has no end entry): its end is a cut.
     pub unclosed: AtomicBool,
+    /// The index describes chunks past the file's end, and the file ends
+    /// where a chunk does: it was cut after it was written, at a place
+    /// the stream cannot tell, whether or not the read goes that far.
+    pub shorter: AtomicBool,
     /// How far into the file the chunks decoded so far reach.
     pub file_offset: AtomicU64,
 }
@@ -495,16 +499,22 @@ impl TraceReader {
     fn finish(&mut self, needed: usize, available: usize, what: &'static str) {
         self.state = State::Done;
         let file_offset = (self.codec != Codec::None).then(|| self.compressed_offset());
-        let unclosed = self
-            .checks
-            .as_ref()
-            .is_some_and(|c| c.unclosed.load(Ordering::Relaxed));
+        let flag = |f: fn(&Checks) -> &AtomicBool| {
+            self.checks
+                .as_ref()
+                .is_some_and(|c| f(c).load(Ordering::Relaxed))
+        };
+        let (unclosed, shorter) = (flag(|c| &c.unclosed), flag(|c| &c.shorter));
         let (needed, available, what) = if available > 0 {
             (needed, available, what)
         } else if let Some(c) = self.cut {
             // The stream stopped at a record boundary, but the compressed
             // stream around it was cut; how much is missing is unknown.
             (0, 0, c)
+        } else if shorter && self.eof {
+            // The chunks the index describes past the file's end are gone,
+            // wherever the window ends.
+            (0, 0, Truncation::SHORTER_THAN_INDEX)
         } else if unclosed && self.eof {
             // The stream ends cleanly between two chunks, but the writer
             // never closed the file (a gzip member boundary, a plain file).
