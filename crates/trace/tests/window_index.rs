@@ -190,6 +190,21 @@ proptest! {
     }
 }
 
+/// `pkts` written with `codec` in 4 KiB chunks, to a file in a directory
+/// that lasts as long as the first value.
+fn small_chunks(codec: Codec, pkts: &[Pkt]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    let cfg = WriterConfig {
+        codec,
+        nanos: true,
+        block_size: 4096,
+        ..WriterConfig::default()
+    };
+    write_file(&path, cfg, pkts);
+    (dir, path)
+}
+
 /// A writer killed between two batches of index entries leaves an index
 /// behind its file, with no end entry: every packet is still read (the
 /// entries, then the tail), and the file is said to be cut even where the
@@ -198,15 +213,7 @@ proptest! {
 fn an_index_behind_its_file_reads_everything_and_says_the_file_was_not_closed() {
     let pkts = trace(1500, 7, true);
     for codec in [Codec::Gzip, Codec::None, Codec::Lz4, Codec::Zstd] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t");
-        let cfg = WriterConfig {
-            codec,
-            nanos: true,
-            block_size: 4096,
-            ..WriterConfig::default()
-        };
-        write_file(&path, cfg, &pkts);
+        let (_dir, path) = small_chunks(codec, &pkts);
         // The file as a kill after chunk 20 leaves it: the stream up to
         // its last chunk's end (no LZ4 end mark, no zstd frame end), and
         // the index's first batch of 10 entries.
@@ -241,15 +248,7 @@ fn an_index_behind_its_file_reads_everything_and_says_the_file_was_not_closed() 
 fn a_file_cut_at_a_chunk_end_under_its_index_is_said_to_be_cut() {
     let pkts = trace(1559, 1_396_461_520_021_930_812, false);
     for codec in [Codec::Lz4, Codec::Zstd, Codec::Gzip, Codec::None] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t");
-        let cfg = WriterConfig {
-            codec,
-            nanos: true,
-            block_size: 4096,
-            ..WriterConfig::default()
-        };
-        write_file(&path, cfg, &pkts);
+        let (_dir, path) = small_chunks(codec, &pkts);
         let ix = trace::index::read_index(&index_path(&path)).unwrap();
         let k = ix.entries.len() / 3;
         let mid = &ix.entries[k];
