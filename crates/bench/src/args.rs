@@ -179,6 +179,9 @@ pub struct BenchCaptureArgs {
     /// Capture ring size in MiB (kansoku -B; tcpdump gets the same).
     #[arg(short = 'B', long, value_name = "MIB", default_value_t = 8)]
     pub buffer_mib: usize,
+    /// kansoku's ring block size in KiB (kansoku capture --ring-block-kib); default a sixteenth of the ring.
+    #[arg(long, value_name = "KIB")]
+    pub ring_block_kib: Option<usize>,
     /// kansoku's writer queue in MiB of packet data (kansoku capture --queue-mib); the default, as the ring,
     /// keeps a burst of --packets from simply vanishing into memory.
     #[arg(long, value_name = "MIB", default_value_t = 8)]
@@ -266,9 +269,35 @@ pub struct CaptureWorkerArgs {
     /// 0 copies every block.
     #[arg(long, value_name = "BLOCKS")]
     pub hold_blocks: Option<usize>,
+    /// Receive through AF_XDP in this mode instead of a packet ring (the alternative the ring was
+    /// measured against): an XDP program redirects queue 0 into -B MiB of frames.
+    #[arg(long, value_enum, value_name = "MODE", conflicts_with_all = ["ring_thread", "hold_blocks", "ring_block_kib"])]
+    pub xdp: Option<XdpModeArg>,
     /// Print the final counters as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Where the capture worker's XDP program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum XdpModeArg {
+    /// On the kernel's receive path, any driver (xdpgeneric).
+    Generic,
+    /// In the driver (xdpdrv; veth runs it in its NAPI poll).
+    Native,
+}
+
+impl XdpModeArg {
+    pub fn name(self) -> &'static str {
+        self.mode().name()
+    }
+
+    pub fn mode(self) -> capture::xdp::XdpMode {
+        match self {
+            XdpModeArg::Generic => capture::xdp::XdpMode::Generic,
+            XdpModeArg::Native => capture::xdp::XdpMode::Native,
+        }
+    }
 }
 
 /// Which of `bench ipsec`'s experiments to run.

@@ -45,7 +45,7 @@ use pipeline::{display_path, Error, Report, Result};
 use serde::Serialize;
 use trace::Codec;
 
-use crate::args::{BenchCaptureArgs, Payload};
+use crate::args::{BenchCaptureArgs, Payload, XdpModeArg};
 use crate::netns::Netns;
 use crate::peers::{self, json_u64, must, parse_json, Peer};
 use crate::plot::{Chart, ImageKind, LineChart, Series};
@@ -86,6 +86,8 @@ enum LaneKind {
     Queue,
     /// A ring thread copies each into the queue (`--ring-thread --hold-blocks 0`).
     Copy,
+    /// No ring: AF_XDP frames in this mode (`--xdp`), read by the writer.
+    Xdp(XdpModeArg),
 }
 
 /// One configuration compared.
@@ -98,7 +100,7 @@ struct Config {
 
 /// The configurations, in the order they are run and shown. The first,
 /// libpcap's pattern, is the baseline the others are compared with.
-const CONFIGS: [Config; 11] = [
+const CONFIGS: [Config; 13] = [
     Config {
         name: "raw-pkt",
         description: "uncompressed, one write per packet (as pcap_dump)",
@@ -151,6 +153,24 @@ const CONFIGS: [Config; 11] = [
             codec: Codec::Lz4,
             per_packet: false,
             lane: LaneKind::Copy,
+        },
+    },
+    Config {
+        name: "xdp-generic",
+        description: "lz4, AF_XDP instead of the ring: generic XDP (on the kernel's receive path) redirects frames",
+        tool: Tool::Kansoku {
+            codec: Codec::Lz4,
+            per_packet: false,
+            lane: LaneKind::Xdp(XdpModeArg::Generic),
+        },
+    },
+    Config {
+        name: "xdp-native",
+        description: "lz4, AF_XDP instead of the ring: native XDP (in the driver; veth's NAPI poll) redirects frames",
+        tool: Tool::Kansoku {
+            codec: Codec::Lz4,
+            per_packet: false,
+            lane: LaneKind::Xdp(XdpModeArg::Native),
         },
     },
     Config {
@@ -377,7 +397,7 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
             }
             let p = run_point(&env, c, load)?;
             eprintln!(
-                "kansoku: {:<8} {:>9.0} pps offered, {:>9.0} sent: {} of {} written ({:.4}), {} kernel drops, {} writer drops",
+                "kansoku: {:<11} {:>9.0} pps offered, {:>9.0} sent: {} of {} written ({:.4}), {} kernel drops, {} writer drops",
                 c.name, load, p.sent_pps, p.written, p.sent, p.capture_rate, p.kernel_drops, p.dropped_writer
             );
             result.points.push(p);
@@ -569,6 +589,12 @@ fn start_capture(env: &PointEnv, c: &Config, file: &Path) -> Result<Peer> {
                 LaneKind::Copy => {
                     cmd.args(["--ring-thread", "--hold-blocks", "0"]);
                 }
+                LaneKind::Xdp(mode) => {
+                    cmd.args(["--xdp", mode.name()]);
+                }
+            }
+            if let (Some(k), false) = (a.ring_block_kib, matches!(lane, LaneKind::Xdp(_))) {
+                cmd.arg("--ring-block-kib").arg(k.to_string());
             }
             if let Some(m) = a.disk_mbps {
                 cmd.arg("--disk-mbps").arg(m.to_string());
@@ -657,7 +683,7 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
                 )));
             }
             let s = parse_json(&end.stdout, "capture")?;
-            ring = Some(RingUse {
+            ring = s.get("ring_blocks_in_place").map(|_| RingUse {
                 blocks_in_place: json_u64(&s, "ring_blocks_in_place"),
                 blocks_copied: json_u64(&s, "ring_blocks_copied"),
                 kernel_freezes: json_u64(&s, "kernel_freezes"),
@@ -744,7 +770,7 @@ fn write_cells(
     loads: &[f64],
     cell: impl Fn(&Point) -> Option<String>,
 ) -> io::Result<()> {
-    write!(o, "{:<9}", c.config)?;
+    write!(o, "{:<11}", c.config)?;
     for l in loads {
         let text = c
             .points
@@ -782,7 +808,7 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
             }
         )?;
     }
-    write!(o, "{:<9}", "pps")?;
+    write!(o, "{:<11}", "pps")?;
     for l in loads {
         write!(o, " {l:>8.0}")?;
     }
@@ -984,15 +1010,15 @@ mod tests {
         assert_eq!(
             text,
             "capture rate (written/sent), 1518 frames, fixed payload, 10 packets per point, ring 8 MiB, queue 8 MiB, emulated disk 2 MB/s\n\
-             pps           1000     2000  max loss-free   vs base\n\
-             raw-pkt     1.0000   0.5000           1000     1.00x\n\
-             lz4         1.0000   1.0000           2000     2.00x\n\
+             pps             1000     2000  max loss-free   vs base\n\
+             raw-pkt       1.0000   0.5000           1000     1.00x\n\
+             lz4           1.0000   1.0000           2000     2.00x\n\
              load at the capture's interface, packets/s (rx_packets over the sending time; * generator-bound: it sent under 95% of the asked load)\n\
-             raw-pkt       1000     2000\n\
-             lz4           1000    2000*\n\
+             raw-pkt         1000     2000\n\
+             lz4             1000    2000*\n\
              CPU time of the capture process per packet written, microseconds (user + system, all threads)\n\
-             raw-pkt          -        -\n\
-             lz4              -        -\n  \
+             raw-pkt            -        -\n\
+             lz4                -        -\n  \
              raw-pkt: uncompressed, one write per packet (as pcap_dump)\n  \
              lz4: lz4, 32 KiB blocks\n\
              note: tcpdump is not installed: its row is left out\n"
@@ -1024,6 +1050,7 @@ mod tests {
                 configs: vec![],
                 disk_mbps: None,
                 buffer_mib: 8,
+                ring_block_kib: None,
                 queue_mib: 8,
                 capture_cpu: None,
                 kernel_rx_on_capture_core: false,

@@ -9,13 +9,17 @@
 //! `--per-packet` ends a block after every packet
 //! ([`TraceWriter::flush_block`]), so each packet is compressed and written
 //! alone, as libpcap's `pcap_dump` and paper 000's per-packet compression;
-//! `--disk-mbps` puts the file behind a [`SlowDisk`].
+//! `--disk-mbps` puts the file behind a [`SlowDisk`]; `--xdp` receives
+//! through AF_XDP ([`capture::xdp`]) instead of the ring, into the same
+//! writer.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
+use capture::xdp::{XdpConfig, XdpSocket};
 use capture::{RingConfig, TpacketRing};
 use pipeline::error::write_error;
 use pipeline::{
@@ -23,7 +27,7 @@ use pipeline::{
     PipelineConfig, Report, Result, Stages,
 };
 use trace::write::{CompressWhen, TraceWriter, WriteStats, WriterConfig, DEFAULT_SNAPLEN};
-use trace::Record;
+use trace::{LinkType, Record};
 
 use crate::args::CaptureWorkerArgs;
 use crate::slow_disk::SlowDisk;
@@ -129,6 +133,9 @@ fn capture_into<W: Write + Send>(
     out: &mut dyn Write,
 ) -> Result<Report> {
     let sink = DiskSink::new(file, &a.write, cfg, a.per_packet)?;
+    if let Some(mode) = a.xdp {
+        return capture_xdp(a, sink, mode.mode(), stop, out);
+    }
     let ring_bytes = a.buffer_mib.saturating_mul(1 << 20);
     let ring_cfg = RingConfig {
         interface: a.interface.clone(),
@@ -186,6 +193,109 @@ fn capture_into<W: Write + Send>(
             display_path(&a.write),
             r.kernel_drops,
             r.dropped_kansoku
+        )?;
+    }
+    Ok(report)
+}
+
+/// Frames taken from the AF_XDP ring at most per batch (a batch ends with
+/// the writer's release, as a ring block does).
+const XDP_BATCH: usize = 1024;
+
+/// The capture through AF_XDP: frames go from the socket's memory into the
+/// writer, a batch at a time; at the end the program leaves the interface,
+/// the ring is drained, and the kernel's loss counters are the drops.
+fn capture_xdp<W: Write>(
+    a: &CaptureWorkerArgs,
+    mut sink: DiskSink<W>,
+    mode: capture::xdp::XdpMode,
+    stop: &AtomicBool,
+    out: &mut dyn Write,
+) -> Result<Report> {
+    let cfg = XdpConfig {
+        interface: a.interface.clone(),
+        mode,
+        umem_bytes: a.buffer_mib.saturating_mul(1 << 20),
+        ..XdpConfig::default()
+    };
+    let mut xsk = XdpSocket::open(&cfg)
+        .map_err(|e| Error::input(format!("AF_XDP on {}: {e}", a.interface)))?;
+    eprintln!(
+        "kansoku: listening on {}, AF_XDP {} mode ({}), {} frames of {} bytes",
+        a.interface,
+        mode.name(),
+        if xsk.zero_copy() {
+            "zero copy"
+        } else {
+            "copied"
+        },
+        cfg.frames().unwrap_or(0),
+        cfg.frame_size
+    );
+    let limit = a.count.unwrap_or(u64::MAX);
+    let mut written = 0u64;
+    let mut stopping = false;
+    loop {
+        if !stopping && (stop.load(Ordering::Relaxed) || written >= limit) {
+            // From here frames go to the stack; what is on the ring is all.
+            xsk.detach()
+                .map_err(|e| Error::input(format!("AF_XDP on {}: {e}", a.interface)))?;
+            stopping = true;
+        }
+        let wait = if stopping {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        let room = usize::try_from(limit - written).unwrap_or(usize::MAX);
+        let n = xsk
+            .receive(wait, XDP_BATCH.min(room.max(1)), |data, ts_ns| {
+                written += 1;
+                sink.frame(&Frame {
+                    link_type: LinkType::Ethernet,
+                    ts_ns,
+                    orig_len: data.len() as u32,
+                    data,
+                })
+            })
+            .map_err(|e| Error::input(format!("AF_XDP on {}: {e}", a.interface)))??;
+        if n > 0 {
+            sink.flush()?;
+        } else if stopping {
+            break;
+        }
+    }
+    let stats = xsk
+        .statistics()
+        .map_err(|e| Error::input(format!("AF_XDP on {}: {e}", a.interface)))?;
+    let w = sink.finish()?;
+    let mut report = Report::live();
+    report.packets = written;
+    report.drops.kernel = stats.lost();
+    if a.json {
+        let v = serde_json::json!({
+            "interface": a.interface,
+            "written": written,
+            "kernel_drops": stats.lost(),
+            "dropped_kansoku": 0,
+            "bytes_out": w.bytes_out,
+            "xdp": {
+                "mode": mode.name(),
+                "zero_copy": xsk.zero_copy(),
+                "rx_dropped": stats.rx_dropped,
+                "rx_ring_full": stats.rx_ring_full,
+                "rx_fill_ring_empty": stats.rx_fill_ring_empty,
+                "bad_descriptors": xsk.bad_descriptors(),
+            },
+        });
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(
+            out,
+            "{written} packets written to {} ({} bytes); {} lost by the AF_XDP socket",
+            display_path(&a.write),
+            w.bytes_out,
+            stats.lost()
         )?;
     }
     Ok(report)

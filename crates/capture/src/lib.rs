@@ -8,6 +8,9 @@
 //! - The ring's lane (the thread that drains it, the queue bounded in bytes
 //!   to the consumer, the drop accounting) is in the `pipeline` crate, which
 //!   has no `unsafe`; this crate knows rings and sockets, not files.
+//! - [`xdp::XdpSocket`] receives one interface queue through AF_XDP (an XDP
+//!   program redirecting into a UMEM, generic or native mode): the
+//!   alternative the ring was measured against.
 //! - [`tx::PacketSender`] sends frames out of an interface with `sendmmsg`
 //!   (the traffic generator's transmit side).
 //! - [`tun::Tun`] is a TUN device (IP packets to and from the kernel's
@@ -36,6 +39,7 @@ mod sys;
 pub mod tun;
 pub mod tx;
 pub mod usage;
+pub mod xdp;
 
 pub use rawip::{RawIpReceiver, RawIpSender, SendFault, UdpEncap};
 pub use ring::{KernelStats, OwnedBlock, RingConfig, SimRing, TpacketRing};

@@ -84,6 +84,19 @@ impl Namespace {
         Path::new("/run/netns").join(&self.name)
     }
 
+    /// `f`'s result, run on a thread of its own that has entered this
+    /// namespace (only that thread moves); devices and sockets it opens
+    /// keep the namespace whichever thread uses them later. A panic in `f`
+    /// goes on in the caller.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+        let path = self.path();
+        std::thread::scope(|s| {
+            s.spawn(|| enter(&path).map(|()| f()))
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
     /// `ip -n NAME ARGS...` to completion: its standard output.
     pub fn ip(&self, args: &[&str]) -> io::Result<String> {
         run(Command::new("ip").args(["-n", &self.name]).args(args))

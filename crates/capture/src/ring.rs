@@ -28,6 +28,8 @@ use std::time::Duration;
 
 use wire::LinkType;
 
+use crate::sys::{last_error, setsockopt};
+
 // linux/if_packet.h, linux/if_ether.h, linux/socket.h.
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
@@ -309,35 +311,6 @@ impl Drop for Memory {
                 libc::munmap(self.base.cast(), self.len);
             }
         }
-    }
-}
-
-fn last_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-fn setsockopt<T>(
-    fd: &OwnedFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-    what: &str,
-) -> io::Result<()> {
-    // SAFETY: `value` points to a live `T` of the size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (value as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(last_error(what))
     }
 }
 

@@ -43,21 +43,7 @@ pub(crate) fn set_int(
     value: libc::c_int,
     what: &str,
 ) -> io::Result<()> {
-    // SAFETY: `value` is a valid int of the size passed; the kernel only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("setsockopt({what}): {e}")));
-    }
-    Ok(())
+    setsockopt(&fd, level, name, &value, &format!("setsockopt({what})"))
 }
 
 /// `getsockopt(2)` of an `int` value.
@@ -239,6 +225,64 @@ impl<'a> Iterator for Cmsgs<'a> {
         let data = rest.get(cmsg_align(header)..len)?;
         self.off = self.off.checked_add(cmsg_align(len))?;
         Some((h.cmsg_level, h.cmsg_type, data))
+    }
+}
+
+/// The last OS error with `what` before its message, its kind kept.
+pub(crate) fn last_error(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// `setsockopt(2)` with any plain value; `what` names it in the error.
+pub(crate) fn setsockopt<T>(
+    fd: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+    what: &str,
+) -> io::Result<()> {
+    // SAFETY: `value` points to a live `T` of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(last_error(what))
+    }
+}
+
+/// `getsockopt(2)` into a plain value: the length the kernel wrote.
+pub(crate) fn getsockopt<T>(
+    fd: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &mut T,
+    what: &str,
+) -> io::Result<usize> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` points to a live `T` with room for `len` bytes, which
+    // the kernel writes (T is plain old data).
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *mut T).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(len as usize)
+    } else {
+        Err(last_error(what))
     }
 }
 

@@ -131,6 +131,28 @@ pub fn thread_cpu_time() -> io::Result<Duration> {
     ))
 }
 
+/// The calling thread's id (`gettid(2)`), for [`thread_waits`].
+pub fn current_thread_id() -> u32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// Whether thread `tid` of this process is off the CPU by its own doing:
+/// asleep, waiting on a disk, or stopped (`S`, `D`, `T`, `t` in field 3 of
+/// `/proc/self/task/TID/stat`), rather than running or waiting for a CPU
+/// (`R`). `None` when that cannot be read. A thread that waits could use
+/// no time it is given; one that is runnable could.
+pub fn thread_waits(tid: u32) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    stat_state_waits(&stat)
+}
+
+/// [`thread_waits`] of the text of a stat file.
+fn stat_state_waits(stat: &str) -> Option<bool> {
+    let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+    Some(matches!(state, "S" | "D" | "T" | "t" | "I"))
+}
+
 #[cfg(test)]
 mod stat_tests {
     use super::*;
@@ -146,6 +168,32 @@ mod stat_tests {
         assert_eq!(parse_stat_cpu("1 (x) S 1 2 3 4 5 6 7 8 9 10 x 1 1 1"), None);
         // This very process can be read.
         assert!(process_cpu(std::process::id()).is_ok());
+    }
+
+    #[test]
+    fn a_sleeping_thread_waits_and_a_running_one_does_not() {
+        assert_eq!(stat_state_waits("7 (a) b) S 1 2"), Some(true));
+        assert_eq!(stat_state_waits("7 (x) D 1"), Some(true));
+        assert_eq!(stat_state_waits("7 (x) R 1"), Some(false));
+        assert_eq!(stat_state_waits("7 (x)"), None);
+        // The calling thread runs as it reads its own state.
+        assert_eq!(thread_waits(current_thread_id()), Some(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(current_thread_id()).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        // It blocks in recv soon after sending.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while thread_waits(tid) != Some(true) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(thread_waits(tid), Some(true));
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert_eq!(thread_waits(tid), None, "a thread that ended");
     }
 }
 

@@ -45,15 +45,7 @@ impl Ns {
 
     /// `f`'s result, run on a thread of its own inside the namespace.
     fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = self.0.path();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                capture::netns::enter(&path).unwrap();
-                f()
-            })
-            .join()
-            .expect("namespace thread panicked")
-        })
+        self.0.run(f).unwrap()
     }
 
     /// A counter from /proc/net/snmp (`Ip`, `ReasmOKs`) or /proc/net/snmp6

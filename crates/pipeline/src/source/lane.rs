@@ -587,10 +587,12 @@ where
     let progress = AtomicU64::new(0);
     let done = AtomicBool::new(false);
     let (mut report, taken) = std::thread::scope(|s| {
-        s.spawn(|| rescue(&share, cfg, live, &progress, now, &done));
+        let writer = capture::usage::current_thread_id();
+        let (share, progress, done) = (&share, &progress, &done);
+        s.spawn(move || rescue(share, cfg, live, progress, now, done, writer));
         let mut source = LaneSource {
             direct: Some(DirectFeed {
-                share: &share,
+                share,
                 cfg,
                 stop,
                 live,
@@ -599,7 +601,7 @@ where
                 last_stats: now,
                 last_handover: now,
             }),
-            progress: Some((&progress, now)),
+            progress: Some((progress, now)),
             rx,
             back,
             in_flight: &in_flight,
@@ -1004,8 +1006,9 @@ const STALLED_AFTER: Duration = Duration::from_millis(5);
 /// nanoseconds since `start`, stands still) and half the ring waits, it
 /// copies the blocks the kernel has handed over into the rescued queue, up to
 /// [`PipelineConfig::queue_bytes`], and gives them back, so a slow disk
-/// does not fill the ring. A consumer that is merely busy keeps the core to
-/// itself: copying would only take the time it needs.
+/// does not fill the ring. A consumer that is merely busy, or runnable and
+/// waiting for the CPU (thread `writer`), keeps the core to itself:
+/// copying would only take the time it needs.
 fn rescue(
     share: &Mutex<RingShare<'_>>,
     cfg: &PipelineConfig,
@@ -1013,6 +1016,7 @@ fn rescue(
     progress: &AtomicU64,
     start: Instant,
     done: &AtomicBool,
+    writer: u32,
 ) {
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(RESCUE_EVERY);
@@ -1028,6 +1032,13 @@ fn rescue(
         // be scheduled (the kernel's receive work has the core) catches up
         // by itself, and copying would take the time it needs.
         if share.ring.ready_blocks() < share.ring.block_count() / 2 {
+            continue;
+        }
+        // Nor while the consumer is runnable: then it is not stalled but
+        // waiting for the CPU (the kernel's receive work has it), and the
+        // copies would take that CPU's time from it. A consumer asleep in
+        // a write, on a disk, or stopped could use no time it is given.
+        if capture::usage::thread_waits(writer) == Some(false) {
             continue;
         }
         while !share.closed && share.rescued_bytes < cfg.queue_bytes.max(1) {
