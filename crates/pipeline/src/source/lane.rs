@@ -503,22 +503,16 @@ where
     let link_type = ring.link_type();
     std::thread::scope(|s| {
         let consumer = s.spawn(|| {
-            let mut source = LaneSource {
-                direct: None,
-                progress: None,
-                rx: full_rx,
-                back: empty_tx,
-                in_flight: &in_flight,
-                failed: &consumer_failed,
+            let mut source = LaneSource::new(
+                Feed::Queue {
+                    rx: full_rx,
+                    back: empty_tx,
+                },
+                &in_flight,
+                &consumer_failed,
                 link_type,
-                current: None,
-                at: 0,
-                scratch: Vec::new(),
-                taken: 0,
-                idle: cfg.idle_flush,
-                last_tick: Instant::now(),
-                waiting: false,
-            };
+                cfg.idle_flush,
+            );
             // The ring thread decides when to stop; the consumer drains
             // every batch it was handed, unless the run is aborted (what it
             // leaves then counts as dropped, below).
@@ -573,9 +567,6 @@ where
     let in_flight = InFlight::default();
     let failed = AtomicBool::new(false);
     let link_type = ring.link_type();
-    // No queue: a channel whose sender is gone stands in for it.
-    let (_, rx) = mpsc::channel::<Handed>();
-    let (back, _) = mpsc::sync_channel::<Batch>(0);
     let now = Instant::now();
     let share = Mutex::new(RingShare {
         ring: &mut *ring,
@@ -590,31 +581,23 @@ where
         let writer = capture::usage::current_thread_id();
         let (share, progress, done) = (&share, &progress, &done);
         s.spawn(move || rescue(share, cfg, live, progress, now, done, writer));
-        let mut source = LaneSource {
-            direct: Some(DirectFeed {
-                share,
-                cfg,
-                stop,
-                live,
-                start: now,
-                stopping_since: None,
-                last_stats: now,
-                last_handover: now,
-            }),
-            progress: Some((progress, now)),
-            rx,
-            back,
-            in_flight: &in_flight,
-            failed: &failed,
-            link_type,
-            current: None,
-            at: 0,
-            scratch: Vec::new(),
-            taken: 0,
-            idle: cfg.idle_flush,
-            last_tick: now,
-            waiting: false,
+        let ring = DirectFeed {
+            share,
+            cfg,
+            stop,
+            live,
+            start: now,
+            stopping_since: None,
+            last_stats: now,
+            last_handover: now,
         };
+        let mut source = LaneSource::new(
+            Feed::Direct { ring, progress },
+            &in_flight,
+            &failed,
+            link_type,
+            cfg.idle_flush,
+        );
         let report = run(&mut source, consumer, Control::new(abort));
         let taken = source.taken;
         drop(source);
@@ -668,14 +651,7 @@ pub enum LaneItem<'a> {
 /// packet by packet. A batch counts against the queue's limit until the
 /// consumer asks for what comes after it.
 pub struct LaneSource<'q> {
-    /// With [`PipelineConfig::direct`], the ring itself; else the queue
-    /// `rx` that the ring thread fills.
-    direct: Option<DirectFeed<'q>>,
-    /// When the consumer last finished a chunk, in nanoseconds since the
-    /// lane started (a direct lane's rescuer watches it).
-    progress: Option<(&'q AtomicU64, Instant)>,
-    rx: Receiver<Handed>,
-    back: SyncSender<Batch>,
+    feed: Feed<'q>,
     in_flight: &'q InFlight,
     failed: &'q AtomicBool,
     link_type: LinkType,
@@ -694,7 +670,45 @@ pub struct LaneSource<'q> {
     waiting: bool,
 }
 
-impl LaneSource<'_> {
+/// Where a lane's consumer gets its chunks.
+enum Feed<'q> {
+    /// The ring itself ([`PipelineConfig::direct`]), and when the consumer
+    /// last finished a chunk, in nanoseconds since the lane started (the
+    /// rescuer watches it).
+    Direct {
+        ring: DirectFeed<'q>,
+        progress: &'q AtomicU64,
+    },
+    /// The queue the ring thread fills, and the way back for spent batches.
+    Queue {
+        rx: Receiver<Handed>,
+        back: SyncSender<Batch>,
+    },
+}
+
+impl<'q> LaneSource<'q> {
+    fn new(
+        feed: Feed<'q>,
+        in_flight: &'q InFlight,
+        failed: &'q AtomicBool,
+        link_type: LinkType,
+        idle: Option<Duration>,
+    ) -> LaneSource<'q> {
+        LaneSource {
+            feed,
+            in_flight,
+            failed,
+            link_type,
+            current: None,
+            at: 0,
+            scratch: Vec::new(),
+            taken: 0,
+            idle,
+            last_tick: Instant::now(),
+            waiting: false,
+        }
+    }
+
     /// Whether the idle time has passed since the last tick (and starts a
     /// new one if so).
     fn tick_due(&mut self) -> bool {
@@ -711,16 +725,18 @@ impl LaneSource<'_> {
     /// kernel; a batch's bytes are free again, and it goes back for reuse
     /// (freed if the pool is full or the ring thread is gone).
     fn end_chunk(&mut self) -> LaneItem<'static> {
-        if let Some((progress, start)) = self.progress {
-            progress.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if let Feed::Direct { ring, progress } = &self.feed {
+            progress.store(ring.start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
         let mut watermark = None;
         match self.current.take() {
             Some(Chunk::Copied(mut b)) => {
                 self.in_flight.done(b.bytes());
                 watermark = b.watermark_ns();
-                b.clear();
-                let _ = self.back.try_send(b);
+                if let Feed::Queue { back, .. } = &self.feed {
+                    b.clear();
+                    let _ = back.try_send(b);
+                }
             }
             Some(Chunk::InPlace(held)) => {
                 drop(held);
@@ -758,34 +774,39 @@ impl Source for LaneSource<'_> {
                         self.waiting = true;
                         return Ok(None);
                     }
-                    if let Some(feed) = self.direct.as_mut() {
-                        let wait = match self.idle {
-                            Some(every) => every.saturating_sub(self.last_tick.elapsed()),
-                            None => RING_POLL,
-                        };
-                        match feed.step(wait, self.in_flight) {
-                            Ok(Step::Block(held)) => self.current = Some(Chunk::InPlace(held)),
-                            Ok(Step::Copied(b)) => {
-                                self.at = 0;
-                                self.current = Some(Chunk::Copied(b));
+                    let rx = match &mut self.feed {
+                        Feed::Queue { rx, .. } => rx,
+                        Feed::Direct { ring, .. } => {
+                            let wait = match self.idle {
+                                Some(every) => every.saturating_sub(self.last_tick.elapsed()),
+                                None => RING_POLL,
+                            };
+                            match ring.step(wait, self.in_flight) {
+                                Ok(Step::Block(held)) => self.current = Some(Chunk::InPlace(held)),
+                                Ok(Step::Copied(b)) => {
+                                    self.at = 0;
+                                    self.current = Some(Chunk::Copied(b));
+                                }
+                                Ok(Step::Heartbeat(watermark)) => {
+                                    return Ok(Some(LaneItem::BatchEnd {
+                                        watermark: Some(watermark),
+                                    }))
+                                }
+                                Ok(Step::Nothing) => {}
+                                Ok(Step::End) => return Ok(None),
+                                Err(e) => {
+                                    return Err(Error::input(format!("the capture ring: {e}")))
+                                }
                             }
-                            Ok(Step::Heartbeat(watermark)) => {
-                                return Ok(Some(LaneItem::BatchEnd {
-                                    watermark: Some(watermark),
-                                }))
-                            }
-                            Ok(Step::Nothing) => {}
-                            Ok(Step::End) => return Ok(None),
-                            Err(e) => return Err(Error::input(format!("the capture ring: {e}"))),
+                            continue;
                         }
-                        continue;
-                    }
+                    };
                     let got = match self.idle {
                         Some(every) => {
                             let left = every.saturating_sub(self.last_tick.elapsed());
-                            self.rx.recv_timeout(left)
+                            rx.recv_timeout(left)
                         }
-                        None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                     };
                     match got {
                         Ok(Handed::Copied(b)) => {
@@ -1462,22 +1483,13 @@ mod tests {
         std::thread::scope(|s| {
             let (in_flight, failed, consumed) = (&in_flight, &failed, &mut consumed);
             let consumer = s.spawn(move || {
-                let mut source = LaneSource {
-                    direct: None,
-                    progress: None,
-                    rx,
-                    back: back_tx,
+                let mut source = LaneSource::new(
+                    Feed::Queue { rx, back: back_tx },
                     in_flight,
                     failed,
-                    link_type: LinkType::Ethernet,
-                    current: None,
-                    at: 0,
-                    scratch: Vec::new(),
-                    taken: 0,
-                    idle: None,
-                    last_tick: Instant::now(),
-                    waiting: false,
-                };
+                    LinkType::Ethernet,
+                    None,
+                );
                 // The writer tells when it starts on a batch (its first
                 // packet), then stalls until released.
                 let mut stall = Stall {
