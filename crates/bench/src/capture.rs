@@ -327,6 +327,16 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
                 notes.push(format!("{} is not installed: its row is left out", p.name()));
                 false
             }
+            Tool::Kansoku {
+                lane: LaneKind::Xdp(_),
+                ..
+            } => match capture::xdp::available() {
+                Ok(()) => true,
+                Err(why) => {
+                    notes.push(format!("{}: no AF_XDP here ({why}): its row is left out", c.name));
+                    false
+                }
+            },
             Tool::Peer(p) if args.disk_mbps.is_some() && !p.can_pipe() => {
                 notes.push(format!(
                     "{} prints its messages on standard output, where the emulated disk would read its capture: its row is left out",

@@ -369,6 +369,14 @@ fn load_program(map: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     })
 }
 
+/// Whether this kernel makes AF_XDP sockets (`CONFIG_XDP_SOCKETS`), and
+/// this process may: why not, if it cannot.
+pub fn available() -> Result<(), String> {
+    crate::sys::socket(libc::AF_XDP, libc::SOCK_RAW, 0, "AF_XDP")
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// An AF_XDP socket receiving one interface queue, with its program
 /// attached; dropping it detaches the program and frees the memory.
 pub struct XdpSocket {
