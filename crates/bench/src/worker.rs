@@ -218,8 +218,8 @@ fn capture_xdp<W: Write>(
         umem_bytes: a.buffer_mib.saturating_mul(1 << 20),
         ..XdpConfig::default()
     };
-    let mut xsk = XdpSocket::open(&cfg)
-        .map_err(|e| Error::input(format!("AF_XDP on {}: {e}", a.interface)))?;
+    let xdp_error = |e: std::io::Error| Error::input(format!("AF_XDP on {}: {e}", a.interface));
+    let mut xsk = XdpSocket::open(&cfg).map_err(xdp_error)?;
     eprintln!(
         "kansoku: listening on {}, AF_XDP {} mode ({}), {} frames of {} bytes",
         a.interface,
@@ -238,8 +238,7 @@ fn capture_xdp<W: Write>(
     loop {
         if !stopping && (stop.load(Ordering::Relaxed) || written >= limit) {
             // From here frames go to the stack; what is on the ring is all.
-            xsk.detach()
-                .map_err(|e| Error::input(format!("AF_XDP on {}: {e}", a.interface)))?;
+            xsk.detach().map_err(xdp_error)?;
             stopping = true;
         }
         let wait = if stopping {
@@ -258,16 +257,14 @@ fn capture_xdp<W: Write>(
                     data,
                 })
             })
-            .map_err(|e| Error::input(format!("AF_XDP on {}: {e}", a.interface)))??;
+            .map_err(xdp_error)??;
         if n > 0 {
             sink.flush()?;
         } else if stopping {
             break;
         }
     }
-    let stats = xsk
-        .statistics()
-        .map_err(|e| Error::input(format!("AF_XDP on {}: {e}", a.interface)))?;
+    let stats = xsk.statistics().map_err(xdp_error)?;
     let w = sink.finish()?;
     let mut report = Report::live();
     report.packets = written;

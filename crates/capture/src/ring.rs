@@ -19,7 +19,6 @@
 //! kernel ABI fixes (below) through checked slices, so a corrupt offset in a
 //! block can only end that block's walk, never read outside it.
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -28,7 +27,7 @@ use std::time::Duration;
 
 use wire::LinkType;
 
-use crate::sys::{last_error, setsockopt};
+use crate::sys::{interface_index, last_error, setsockopt};
 
 // linux/if_packet.h, linux/if_ether.h, linux/socket.h.
 const SOL_PACKET: libc::c_int = 263;
@@ -404,14 +403,7 @@ impl TpacketRing {
     /// interface. Needs CAP_NET_RAW.
     pub fn open(cfg: &RingConfig) -> io::Result<TpacketRing> {
         cfg.validate()?;
-        let name = CString::new(cfg.interface.as_str()).map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL")
-        })?;
-        // SAFETY: `name` is a valid NUL-terminated string.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        if ifindex == 0 {
-            return Err(last_error(&format!("{}: no such interface", cfg.interface)));
-        }
+        let ifindex = interface_index(&cfg.interface)?;
         // Protocol 0: the socket receives nothing until `bind` names the
         // interface and ETH_P_ALL; created with ETH_P_ALL it would take
         // packets from every interface meanwhile (libpcap does the same).

@@ -234,6 +234,19 @@ pub(crate) fn last_error(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
+/// The index of network interface `name` (`if_nametoindex(3)`), or the
+/// OS's error naming it.
+pub(crate) fn interface_index(name: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    let ifindex = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if ifindex == 0 {
+        return Err(last_error(&format!("{name}: no such interface")));
+    }
+    Ok(ifindex)
+}
+
 /// `setsockopt(2)` with any plain value; `what` names it in the error.
 pub(crate) fn setsockopt<T>(
     fd: &impl AsRawFd,

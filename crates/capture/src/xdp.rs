@@ -30,7 +30,6 @@
 //! attached. Descriptors are checked against the UMEM before a frame is
 //! read: a bad one is skipped and counted, never followed.
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -408,14 +407,7 @@ impl XdpSocket {
     /// CAP_BPF, CAP_NET_RAW).
     pub fn open(cfg: &XdpConfig) -> io::Result<XdpSocket> {
         let frames = cfg.frames()?;
-        let name = CString::new(cfg.interface.as_str()).map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL")
-        })?;
-        // SAFETY: `name` is a valid NUL-terminated string.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        if ifindex == 0 {
-            return Err(last_error(&format!("{}: no such interface", cfg.interface)));
-        }
+        let ifindex = crate::sys::interface_index(&cfg.interface)?;
         let fd = crate::sys::socket(libc::AF_XDP, libc::SOCK_RAW, 0, "AF_XDP")?;
         let umem = Mapping::anonymous(frames as usize * cfg.frame_size as usize)?;
         let reg = libc::xdp_umem_reg {
