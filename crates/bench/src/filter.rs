@@ -36,6 +36,8 @@ fn cpu_ghz() -> Option<f64> {
 
 /// One engine on one (rules, headers) pair.
 struct Measured {
+    /// The fast engine answered IPv4 keys with RFC tables (not its trees).
+    tables: bool,
     build_s: f64,
     memory: usize,
     ns_per_packet: f64,
@@ -63,6 +65,7 @@ fn measure(kind: EngineKind, rules: &RuleSet, keys: &[PacketKey], min_seconds: f
     let elapsed = t.elapsed().as_secs_f64();
     let packets = (keys.len() as u64 * passes).max(1) as f64;
     Measured {
+        tables: matches!(&engine, Engine::Fast(f) if f.tables().is_some()),
         build_s,
         memory: engine.memory_bytes(),
         ns_per_packet: elapsed * 1e9 / packets,
@@ -414,7 +417,11 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                     } else {
                         String::new()
                     },
-                    engine.to_string(),
+                    if m.tables {
+                        format!("{engine} (RFC)")
+                    } else {
+                        engine.to_string()
+                    },
                     format!("{:.2}", m.build_s * 1e3),
                     format!("{:.0}", m.memory as f64 / 1024.0),
                     format!("{:.1}", m.ns_per_packet),
@@ -431,7 +438,7 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                 rows.push(json!({
                     "rules": label, "rules_file": display_path(rules_path), "n": set.len(),
                     "trace": display_path(trace_path), "packets": keys.len(),
-                    "alpha": a, "engine": kind.name(), "sample_step": if kind == EngineKind::Linear { step } else { 1 },
+                    "alpha": a, "engine": kind.name(), "rfc_tables": m.tables, "sample_step": if kind == EngineKind::Linear { step } else { 1 },
                     "build_s": m.build_s, "memory_bytes": m.memory,
                     "ns_per_packet": m.ns_per_packet, "mpps": 1e3 / m.ns_per_packet,
                     "speedup_vs_linear": lin.ns_per_packet / m.ns_per_packet,

@@ -50,7 +50,7 @@ fn main() {
             let single = t.elapsed().as_secs_f64() * 1e9 / n as f64;
             println!("  one at a time: {single:.1} ns/packet ({hits} matched)");
             let stats = match &engine {
-                Engine::Fast(f) => format!("{:?}", f.stats()[0]),
+                Engine::Fast(f) => format!("{:?}\n  {:?}", f.stats()[0], f.tables()),
                 _ => String::new(),
             };
             println!(

@@ -35,8 +35,14 @@
 use core::net::IpAddr;
 
 use crate::key::PacketKey;
+use crate::rfc::{self, Rfc, RfcStats};
 use crate::rule::{mask128, mask32, AddrMatch, PortRange, ProtoMatch, Rule};
 
+/// Bytes the RFC tables may take for a set of `n` rules (past it the trees
+/// serve IPv4 keys): 1 KiB a rule and 512 KiB, at most 8 MiB.
+fn table_budget(n: usize) -> usize {
+    (n.saturating_mul(1536) + (512 << 10)).min(16 << 20)
+}
 /// Leaves hold at most this many rules (HyperSplit's `binth`).
 const BINTH: usize = 8;
 /// Packets walked in lockstep by `classify_batch`: 8 was 7-15% faster than
@@ -693,6 +699,49 @@ fn v6_key(k: &PacketKey) -> Option<[u32; V6_DIMS]> {
     }
 }
 
+/// Answers the IPv4 keys of `keys` in groups of up to `N` through `lanes`
+/// (keys in, answers out, as long) and every other key through `other`,
+/// each answer at its key's place in `out`.
+fn in_lanes<const N: usize>(
+    keys: &[PacketKey],
+    out: &mut [Option<u32>],
+    mut lanes: impl FnMut(&[[u32; V4_DIMS]], &mut [Option<u32>]),
+    other: impl Fn(&PacketKey) -> Option<u32>,
+) {
+    let mut lane_keys = [[0u32; V4_DIMS]; N];
+    let mut lane_pos = [0usize; N];
+    let mut lane_out = [None; N];
+    let mut n = 0;
+    let mut flush = |n: usize,
+                     lane_keys: &[[u32; V4_DIMS]; N],
+                     lane_pos: &[usize; N],
+                     out: &mut [Option<u32>]| {
+        lanes(&lane_keys[..n], &mut lane_out[..n]);
+        for (&at, &m) in lane_pos[..n].iter().zip(&lane_out[..n]) {
+            if let Some(slot) = out.get_mut(at) {
+                *slot = m;
+            }
+        }
+    };
+    for (i, key) in keys.iter().enumerate().take(out.len()) {
+        match v4_key(key) {
+            Some(k) => {
+                lane_keys[n] = k;
+                lane_pos[n] = i;
+                n += 1;
+                if n == N {
+                    flush(n, &lane_keys, &lane_pos, out);
+                    n = 0;
+                }
+            }
+            None => out[i] = other(key),
+        }
+    }
+    if n > 0 {
+        flush(n, &lane_keys, &lane_pos, out);
+    }
+}
+
 /// The first match among `trees` (sorted by their smallest rule index).
 #[inline]
 fn classify_in<const D: usize>(trees: &[Tree<D>], k: &[u32; D]) -> Option<u32> {
@@ -907,6 +956,9 @@ pub struct Fast {
     /// Keys whose source and destination are of different families cannot
     /// come off the wire; they are answered by a plain scan.
     rules: Vec<Rule>,
+    /// RFC tables for the IPv4 rules when the set is small enough (they
+    /// answer IPv4 keys in place of the trees); dropped by an update.
+    tables: Option<Box<Rfc>>,
 }
 
 /// The shape of a built tree, for reports.
@@ -932,13 +984,40 @@ impl TreeStats {
 }
 
 impl Fast {
-    /// `rules` in evaluation order.
+    /// `rules` in evaluation order: the trees, and RFC tables for the IPv4
+    /// rules when the set is small enough (see [`crate::rfc`]'s limits).
+    ///
+    /// The tables are built on a thread of their own while this one builds
+    /// the trees (both need the rules only).
     pub fn new(rules: &[Rule]) -> Fast {
-        Fast::with_budget(rules, SplitBudget::DEFAULT)
+        let tables = |rules: &[Rule]| {
+            let v4: Vec<_> = rules
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| v4_box(r, i))
+                .collect();
+            Rfc::build(&v4, rules.len(), table_budget(rules.len())).map(Box::new)
+        };
+        if rules.len() > rfc::MAX_RULES {
+            return Fast::with_budget(rules, SplitBudget::DEFAULT);
+        }
+        std::thread::scope(|s| {
+            let built = std::thread::Builder::new()
+                .name("rfc-build".into())
+                .spawn_scoped(s, || tables(rules));
+            let mut fast = Fast::with_budget(rules, SplitBudget::DEFAULT);
+            fast.tables = match built {
+                Ok(h) => h.join().ok().flatten(),
+                // No thread to be had: build them here.
+                Err(_) => tables(rules),
+            };
+            fast
+        })
     }
 
-    /// The engine with another split budget: smaller budgets split the rules
-    /// into more groups (the tests use them to reach every split).
+    /// The trees alone (no tables), with another split budget: smaller
+    /// budgets split the rules into more groups (the tests use them to reach
+    /// every split and to check the trees where tables would answer).
     pub fn with_budget(rules: &[Rule], budget: SplitBudget) -> Fast {
         let v4: Vec<_> = rules
             .iter()
@@ -951,6 +1030,7 @@ impl Fast {
             .filter_map(|(i, r)| v6_box(r, i))
             .collect();
         Fast {
+            tables: None,
             v4: decompose(v4, &V4_FIELDS, budget),
             v6: decompose(v6, &V6_FIELDS, budget),
             rules: rules.to_vec(),
@@ -961,7 +1041,10 @@ impl Fast {
     #[inline]
     pub fn classify(&self, key: &PacketKey) -> Option<u32> {
         if let Some(k) = v4_key(key) {
-            classify_in(&self.v4, &k)
+            match &self.tables {
+                Some(t) => t.classify(&k),
+                None => classify_in(&self.v4, &k),
+            }
         } else if let Some(k) = v6_key(key) {
             classify_in(&self.v6, &k)
         } else {
@@ -972,43 +1055,25 @@ impl Fast {
         }
     }
 
-    /// Classifies `keys` into `out` (which must be as long), walking
-    /// IPv4 keys through the tree `LANES` at a time.
+    /// Classifies `keys` into `out` (which must be as long): IPv4 keys
+    /// through the tables `rfc::LANES` at a time, or through the trees
+    /// `LANES` at a time.
     pub fn classify_batch(&self, keys: &[PacketKey], out: &mut [Option<u32>]) {
-        let mut lane_keys = [[0u32; V4_DIMS]; LANES];
-        let mut lane_pos = [0usize; LANES];
-        let mut lane_out = [None; LANES];
-        let mut n = 0;
-        let flush = |n: usize,
-                     lane_keys: &[[u32; V4_DIMS]; LANES],
-                     lane_pos: &[usize; LANES],
-                     lane_out: &mut [Option<u32>; LANES],
-                     out: &mut [Option<u32>]| {
-            lane_out[..n].fill(None);
-            for t in &self.v4 {
-                t.classify_lanes(&lane_keys[..n], &mut lane_out[..n]);
-            }
-            for j in 0..n {
-                if let Some(slot) = out.get_mut(lane_pos[j]) {
-                    *slot = lane_out[j];
-                }
-            }
-        };
-        for (i, key) in keys.iter().enumerate().take(out.len()) {
-            match v4_key(key) {
-                Some(k) => {
-                    lane_keys[n] = k;
-                    lane_pos[n] = i;
-                    n += 1;
-                    if n == LANES {
-                        flush(n, &lane_keys, &lane_pos, &mut lane_out, out);
-                        n = 0;
+        let other = |k: &PacketKey| self.classify(k);
+        match &self.tables {
+            Some(t) => in_lanes::<{ rfc::LANES }>(keys, out, |k, o| t.classify_lanes(k, o), other),
+            None => in_lanes::<LANES>(
+                keys,
+                out,
+                |k, o| {
+                    o.fill(None);
+                    for t in &self.v4 {
+                        t.classify_lanes(k, o);
                     }
-                }
-                None => out[i] = self.classify(key),
-            }
+                },
+                other,
+            ),
         }
-        flush(n, &lane_keys, &lane_pos, &mut lane_out, out);
     }
 
     /// Bytes of heap this engine holds.
@@ -1016,6 +1081,7 @@ impl Fast {
         self.v4.iter().map(Tree::memory_bytes).sum::<usize>()
             + self.v6.iter().map(Tree::memory_bytes).sum::<usize>()
             + self.rules.capacity() * core::mem::size_of::<Rule>()
+            + self.tables.as_ref().map_or(0, |t| t.memory_bytes())
     }
 
     /// Inserts `rule` at evaluation position `at` (at most the number of
@@ -1029,6 +1095,7 @@ impl Fast {
             return false;
         }
         let i = at as u32;
+        self.tables = None;
         for t in &mut self.v4 {
             t.shift(i, true);
         }
@@ -1054,6 +1121,7 @@ impl Fast {
             return None;
         }
         let i = at as u32;
+        self.tables = None;
         for t in &mut self.v4 {
             t.delete(i);
             t.shift(i, false);
@@ -1065,6 +1133,11 @@ impl Fast {
         self.v4.sort_by_key(|t| t.min_index);
         self.v6.sort_by_key(|t| t.min_index);
         Some(self.rules.remove(at))
+    }
+
+    /// The RFC tables' sizes, when the engine has them.
+    pub fn tables(&self) -> Option<RfcStats> {
+        self.tables.as_ref().map(|t| t.stats())
     }
 
     /// Node count, leaf rule copies and depth of the IPv4 and IPv6 trees.

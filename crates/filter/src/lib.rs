@@ -25,6 +25,7 @@ pub mod linear;
 pub mod lint;
 pub mod model;
 pub mod parse;
+pub mod rfc;
 pub mod rule;
 pub mod v6map;
 
@@ -33,6 +34,7 @@ pub use key::PacketKey;
 pub use linear::Linear;
 pub use lint::{lint, Finding};
 pub use parse::{ParseError, Syntax};
+pub use rfc::RfcStats;
 pub use rule::{Action, AddrMatch, PortRange, ProtoMatch, Rule};
 
 /// A parsed rule file, in evaluation order.
