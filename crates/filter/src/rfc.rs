@@ -62,15 +62,16 @@ const PRUNE_MORE: usize = 4096;
 /// Sets of at most this many rules are pruned rule against rule; larger
 /// ones through cached rows of the cover relation.
 const FEW: usize = 16;
-/// The most rules the tables are built for: past it, the tables of every
-/// ClassBench family outgrow the trees several times over.
+/// The most rules the tables are built for: past it, the build (quadratic
+/// in the rules where classes are large) would no longer stay under a
+/// second; the 100K ClassBench sets are the trees'.
 pub(crate) const MAX_RULES: usize = 16384;
 /// The most work a build may do (set words intersected and pruned, rows of
 /// the cover relation worked out): past it, the build gives up and the trees
 /// serve. Counted, not timed, so the choice does not depend on the machine's
-/// load. The shared 1K sets take 8-27 million units, acl5_10k 47 million,
-/// acl1_10k 615 million (about 0.7 s); sets whose tables do not fit stop
-/// well before it.
+/// load. The ClassBench sets whose tables fit take tens of millions of
+/// units (1K) to a few hundred million (acl1_10k, acl3_10k); those whose
+/// tables do not fit mostly stop on the budget well before it.
 const MAX_WORK: u64 = 1_000_000_000;
 
 /// A chunk's per-rule range, for every rule: `None` when a rule's box is not
