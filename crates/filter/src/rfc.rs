@@ -549,6 +549,8 @@ struct Step {
     a: u8,
     b: u8,
     row: usize,
+    /// Cells of the table (for reports).
+    cells: usize,
     dense: Box<[u16]>,
     sparse: Option<Box<Sparse>>,
 }
@@ -955,11 +957,26 @@ impl Rfc {
         }
         // The steps, children first.
         let mut steps = Vec::new();
-        let mut plan = String::new();
-        let slot = emit(top, &mut parts, &mut chunks, &mut steps, &mut plan)?;
+        let slot = emit(top, &mut parts, &mut chunks, &mut steps)?;
         if slot + 1 != CHUNKS + steps.len() || steps.len() + CHUNKS > SLOTS {
             return None;
         }
+        // Sparse tables where they save a tenth of the whole: a plan with
+        // one costs every step a branch (see `classify_lanes`).
+        let dense_bytes: usize = steps.iter().map(|s| s.dense.len() * 2).sum();
+        let saved: usize = steps
+            .iter()
+            .filter_map(|s| Some((s.dense.len() * 2).saturating_sub(s.sparse.as_ref()?.bytes())))
+            .sum();
+        let pack = saved * 10 >= p0_bytes + dense_bytes;
+        for s in &mut steps {
+            if !pack {
+                s.sparse = None;
+            } else if s.sparse.is_some() {
+                s.dense = Box::default();
+            }
+        }
+        let plan = plan_text(&steps, steps.len() + CHUNKS - 1);
         let mut proto = Box::new([0u16; 512]);
         proto.copy_from_slice(&flats[PR]);
         let bytes = p0_bytes + steps.iter().map(Step::bytes).sum::<usize>();
@@ -1124,34 +1141,38 @@ fn emit(
     parts: &mut [Option<Part>],
     chunks: &mut [Option<Part>],
     steps: &mut Vec<Step>,
-    plan: &mut String,
 ) -> Option<usize> {
     if let Some(c) = part.chunk {
-        plan.push_str(CHUNK_NAMES[c]);
         return Some(c);
     }
     let (a, b, table) = part.made?;
-    plan.push('(');
-    let (sa, _) = emit_ref(a, parts, chunks, steps, plan)?;
-    plan.push(' ');
-    let (sb, nb) = emit_ref(b, parts, chunks, steps, plan)?;
-    let cells = table.cells.len();
+    let (sa, _) = emit_ref(a, parts, chunks, steps)?;
+    let (sb, nb) = emit_ref(b, parts, chunks, steps)?;
+    // Packed or not is decided for the whole plan (`Rfc::build`).
     let sparse = Sparse::pack(&table.cells, nb).map(Box::new);
-    let dense = if sparse.is_some() {
-        plan.push_str(&format!(")[{cells} sparse]"));
-        Box::default()
-    } else {
-        plan.push_str(&format!(")[{cells}]"));
-        table.cells
-    };
     steps.push(Step {
         a: u8::try_from(sa).ok()?,
         b: u8::try_from(sb).ok()?,
         row: nb,
-        dense,
+        cells: table.cells.len(),
+        dense: table.cells,
         sparse,
     });
     Some(CHUNKS + steps.len() - 1)
+}
+
+/// The plan that fills `slot`, as "(a b)[cells]" of the chunks' names.
+fn plan_text(steps: &[Step], slot: usize) -> String {
+    match slot.checked_sub(CHUNKS).and_then(|i| steps.get(i)) {
+        None => CHUNK_NAMES.get(slot).copied().unwrap_or("?").to_string(),
+        Some(s) => format!(
+            "({} {})[{}{}]",
+            plan_text(steps, usize::from(s.a)),
+            plan_text(steps, usize::from(s.b)),
+            s.cells,
+            if s.sparse.is_some() { " sparse" } else { "" }
+        ),
+    }
 }
 
 /// `emit` of a part named in `made`, and its number of classes.
@@ -1160,7 +1181,6 @@ fn emit_ref(
     parts: &mut [Option<Part>],
     chunks: &mut [Option<Part>],
     steps: &mut Vec<Step>,
-    plan: &mut String,
 ) -> Option<(usize, usize)> {
     let p = if r >= CHUNK_BASE {
         chunks.get_mut(r - CHUNK_BASE)?.take()?
@@ -1168,7 +1188,7 @@ fn emit_ref(
         parts.get_mut(r)?.take()?
     };
     let n = p.classes.len();
-    Some((emit(p, parts, chunks, steps, plan)?, n))
+    Some((emit(p, parts, chunks, steps)?, n))
 }
 
 #[cfg(test)]
@@ -1360,6 +1380,36 @@ mod tests {
         let dense: Vec<u16> = (0..200 * 200).map(|i| (i % 13) as u16).collect();
         assert!(Sparse::pack(&dense, 200).is_none());
         assert!(Sparse::pack(&[7; 100], 10).is_none());
+    }
+
+    #[test]
+    fn a_plan_with_sparse_tables_gives_the_first_match() {
+        // Each rule pairs its own source /24 with its own destination /24,
+        // as acl5's rules do: most source and destination classes meet in
+        // no rule, so the tables that combine them are mostly one value.
+        let mut g = Rng(21);
+        let rs: Vec<Rule> = (0..400u32)
+            .map(|i| Rule {
+                id: i,
+                action: crate::rule::Action::Pass,
+                src: AddrMatch::v4(
+                    Ipv4Addr::from(0x0a00_0000 | (g.below(1 << 16) as u32) << 8),
+                    24,
+                ),
+                dst: AddrMatch::v4(
+                    Ipv4Addr::from(0xc000_0000 | (g.below(1 << 16) as u32) << 8),
+                    24,
+                ),
+                proto: [ProtoMatch::Tcp, ProtoMatch::Udp][g.below(2) as usize],
+                src_port: PortRange::ANY,
+                dst_port: ports(&mut g, false),
+                line: i as usize + 1,
+            })
+            .collect();
+        let t = Rfc::build(&boxes(&rs), rs.len(), 8 << 20).expect("tables");
+        assert!(t.stats().plan.contains("sparse"), "{}", t.stats().plan);
+        assert!(!t.dense);
+        assert_exact(&rs, &t, &mut g, 20_000);
     }
 
     #[test]
