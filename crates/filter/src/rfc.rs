@@ -440,12 +440,6 @@ impl Chunk16 {
     }
 }
 
-/// A table indexed by a tuple of classes.
-#[derive(Clone, Debug, Default)]
-struct Table {
-    cells: Box<[u16]>,
-}
-
 /// A table that mostly holds one value, stored by row displacement (Tarjan
 /// and Yao, "Storing a Sparse Table", CACM 1979): row `a`'s other cells are
 /// placed from `base[a]` on, into slots shared with other rows; a slot holds
@@ -560,7 +554,7 @@ impl Step {
     fn get(&self, a: usize, b: usize) -> usize {
         match &self.sparse {
             Some(s) => s.get(a, b),
-            None => usize::from(self.dense.get(a * self.row + b).copied().unwrap_or(0)),
+            None => dense_get(&self.dense, self.row, a, b),
         }
     }
 
@@ -655,7 +649,7 @@ fn combine(
     pruner: &mut Pruner<'_>,
     budget: usize,
     max_classes: usize,
-) -> Option<(Table, Classes)> {
+) -> Option<(Box<[u16]>, Classes)> {
     let (na, nb) = (a.len(), b.len());
     let cells = na.checked_mul(nb)?;
     if cells > budget {
@@ -712,7 +706,7 @@ fn combine(
             *dense.get_mut(i as usize)? = 0;
         }
     }
-    Some((Table { cells: out.into() }, classes))
+    Some((out.into(), classes))
 }
 
 /// The units the plan combines: each address (its two halves combined
@@ -732,7 +726,7 @@ const CHUNK_NAMES: [&str; CHUNKS] = ["sh", "sl", "dh", "dl", "sp", "dp", "pr"];
 struct Part {
     classes: Classes,
     /// The two parts (by unit subset) and the table; `None` for a chunk.
-    made: Option<(usize, usize, Table)>,
+    made: Option<(usize, usize, Box<[u16]>)>,
     /// Cells of every table in this part.
     cost: usize,
     /// For a single chunk: its index.
@@ -854,7 +848,7 @@ impl Rfc {
             .enumerate()
         {
             let (table, classes) = done.flatten()?;
-            let cost = table.cells.len();
+            let cost = table.len();
             parts[1 << u] = Some(Part {
                 classes,
                 made: Some((CHUNK_BASE + hi, CHUNK_BASE + lo, table)),
@@ -1065,8 +1059,7 @@ impl Rfc {
     }
 }
 
-/// The lanes' reads of a sparse table (apart, so that the dense loop stays
-/// as tight as it was).
+/// The lanes' reads of a sparse table.
 #[inline(always)]
 fn sparse_lanes(t: &Sparse, a: &[usize; LANES], b: &[usize; LANES]) -> [usize; LANES] {
     let mut r = [0usize; LANES];
@@ -1081,9 +1074,15 @@ fn sparse_lanes(t: &Sparse, a: &[usize; LANES], b: &[usize; LANES]) -> [usize; L
 fn dense_lanes(t: &[u16], row: usize, a: [usize; LANES], b: [usize; LANES]) -> [usize; LANES] {
     let mut r = [0usize; LANES];
     for j in 0..LANES {
-        r[j] = usize::from(t.get(a[j] * row + b[j]).copied().unwrap_or(0));
+        r[j] = dense_get(t, row, a[j], b[j]);
     }
     r
+}
+
+/// Cell `(a, b)` of a dense table of rows of `row`.
+#[inline(always)]
+fn dense_get(t: &[u16], row: usize, a: usize, b: usize) -> usize {
+    usize::from(t.get(a * row + b).copied().unwrap_or(0))
 }
 
 /// Runs `f` on every job, on as many threads as there are pruners (each
@@ -1149,13 +1148,13 @@ fn emit(
     let (sa, _) = emit_ref(a, parts, chunks, steps)?;
     let (sb, nb) = emit_ref(b, parts, chunks, steps)?;
     // Packed or not is decided for the whole plan (`Rfc::build`).
-    let sparse = Sparse::pack(&table.cells, nb).map(Box::new);
+    let sparse = Sparse::pack(&table, nb).map(Box::new);
     steps.push(Step {
         a: u8::try_from(sa).ok()?,
         b: u8::try_from(sb).ok()?,
         row: nb,
-        cells: table.cells.len(),
-        dense: table.cells,
+        cells: table.len(),
+        dense: table,
         sparse,
     });
     Some(CHUNKS + steps.len() - 1)
