@@ -3,7 +3,10 @@
 //! group (Qi, Xu, Yang, Li, Li: "Packet Classification Algorithms: From
 //! Theory to Practice", INFOCOM 2009), walked for many packets at once; the
 //! first match is the smallest rule index any tree finds, and a tree whose
-//! smallest index cannot beat a packet's match so far is skipped.
+//! smallest index cannot beat a packet's match so far is skipped. For IPv4
+//! sets small enough, [`crate::rfc`]'s tables answer IPv4 keys instead; the
+//! trees stay for IPv6, for live updates (which drop the tables) and for
+//! the sets the tables do not fit.
 //!
 //! Every rule is a box in a D-dimensional space of 32-bit fields. An IPv4
 //! packet has five: source, destination, source port, destination port, and

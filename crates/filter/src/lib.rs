@@ -9,8 +9,9 @@
 //!   first match decides; no match rejects (the paper's default rule).
 //! - [`Engine`] classifies [`PacketKey`]s, one at a time or in batches:
 //!   [`Linear`] is the paper's naive program (Fig. 2) and the reference;
-//!   [`Fast`] is a HyperSplit decision tree that returns the same rule for
-//!   every packet, walking batches of packets in lockstep.
+//!   [`Fast`] returns the same rule for every packet: HyperSplit decision
+//!   trees walked by batches of packets in lockstep, and, for IPv4 sets small
+//!   enough, RFC tables ([`rfc`]) that answer IPv4 keys in the trees' place.
 //! - [`Counters`] keep per-rule hits; [`lint()`] finds shadowed rules and
 //!   conflicting overlaps; [`model`] is the paper's cost model (α, T_O, T_P).
 //!
