@@ -396,6 +396,12 @@ pub struct BenchWebArgs {
     /// Rounds (each runs both tools; who goes first alternates).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub rounds: u64,
+    /// CPUs both tools' threads are confined to, e.g. 1 or 2,3, or `all` (not confined). Default: the
+    /// upper half of the CPUs this command may use (at least one), the rest left to the server, so that
+    /// neither tool's threads take the server's CPU from it and the runs measure the server, not where
+    /// the scheduler happened to put three busy threads on two cores.
+    #[arg(long, value_name = "CPU[,CPU...]|all")]
+    pub generator_cpus: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

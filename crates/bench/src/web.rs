@@ -3,7 +3,12 @@
 //! rounds (the one that goes first changes each round, so a slow spell of
 //! the host falls on both), HTTP/1.1 keep-alive as wrk runs. Each round
 //! gives requests/s and latency percentiles for both, and kansoku / wrk;
-//! the figure is the median of the rounds' ratios.
+//! the figure is the median of the rounds' ratios. Both tools' threads are
+//! confined to the same CPUs (by default the upper half of those allowed),
+//! the rest left to the server: on a small host three busy threads (two
+//! generator threads and a server worker) otherwise land wherever the
+//! scheduler puts them, and runs of either tool fell into a fast and a slow
+//! mode (~69,000 and ~55,000 requests/s) from one run to the next.
 
 use std::io::Write;
 use std::process::Command;
@@ -128,8 +133,64 @@ fn kansoku(a: &BenchWebArgs, target: &Target, stop: &AtomicBool) -> Result<Figur
     })
 }
 
+/// The CPUs the generators get: `all`, a list (each allowed to this
+/// process), or by default the upper half of the allowed ones.
+pub fn generator_cpus(
+    spec: Option<&str>,
+    allowed: &[usize],
+) -> std::result::Result<Vec<usize>, String> {
+    match spec {
+        Some("all") => Ok(allowed.to_vec()),
+        Some(list) => {
+            let mut cpus = Vec::new();
+            for part in list.split(',') {
+                let cpu: usize = part
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("--generator-cpus: {part:?} is not a CPU number"))?;
+                if !allowed.contains(&cpu) {
+                    return Err(format!(
+                        "--generator-cpus: CPU {cpu} is not one this process may use ({allowed:?})"
+                    ));
+                }
+                if !cpus.contains(&cpu) {
+                    cpus.push(cpu);
+                }
+            }
+            Ok(cpus)
+        }
+        None => Ok(allowed[allowed.len() / 2..].to_vec()),
+    }
+}
+
+/// Confines the calling thread, and so both tools' threads, to `cpus`
+/// while it lives; puts back the set it had.
+struct Confined(Vec<usize>);
+
+impl Confined {
+    fn to(cpus: &[usize]) -> Result<Confined> {
+        let before = capture::usage::allowed_cpus()?;
+        capture::usage::confine_current_thread(cpus)?;
+        Ok(Confined(before))
+    }
+}
+
+impl Drop for Confined {
+    fn drop(&mut self) {
+        let _ = capture::usage::confine_current_thread(&self.0);
+    }
+}
+
 pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
     let target = Target::parse(&a.url).map_err(Error::input)?;
+    let allowed = capture::usage::allowed_cpus()?;
+    let cpus = generator_cpus(a.generator_cpus.as_deref(), &allowed).map_err(Error::input)?;
+    let _confined = Confined::to(&cpus)?;
+    let cpu_list = cpus
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let mut rounds = Vec::new();
     for i in 0..a.rounds {
         let (k, w) = if i % 2 == 0 {
@@ -157,7 +218,8 @@ pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<R
             &mut *out,
             &serde_json::json!({
                 "url": a.url, "threads": a.threads, "connections": a.connections,
-                "seconds": a.seconds, "rounds": rounds, "median_ratio": median,
+                "seconds": a.seconds, "generator_cpus": cpus, "rounds": rounds,
+                "median_ratio": median,
             }),
         )
         .map_err(std::io::Error::from)?;
@@ -166,8 +228,13 @@ pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<R
     }
     writeln!(
         out,
-        "# bench web: kansoku webbench beside wrk, {} threads, {} connections, keep-alive, {} s a run\n\n{}\n",
-        a.threads, a.connections, a.seconds, a.url
+        "# bench web: kansoku webbench beside wrk, {} threads, {} connections, keep-alive, {} s a run\n\n{}\n\n\
+         Both tools' threads on CPU {cpu_list} (of {}).\n",
+        a.threads,
+        a.connections,
+        a.seconds,
+        a.url,
+        allowed.len()
     )?;
     writeln!(out, "| round | kansoku req/s | wrk req/s | kansoku / wrk | kansoku p50 / p99 ms | wrk p50 / p99 ms |")?;
     writeln!(out, "|---:|---:|---:|---:|---:|---:|")?;
@@ -192,6 +259,18 @@ pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_generators_get_the_upper_half_or_what_is_asked() {
+        assert_eq!(generator_cpus(None, &[0, 1]), Ok(vec![1]));
+        assert_eq!(generator_cpus(None, &[0]), Ok(vec![0]));
+        assert_eq!(generator_cpus(None, &[0, 1, 2, 3, 4]), Ok(vec![2, 3, 4]));
+        assert_eq!(generator_cpus(Some("all"), &[0, 1]), Ok(vec![0, 1]));
+        assert_eq!(generator_cpus(Some("1,0,1"), &[0, 1]), Ok(vec![1, 0]));
+        assert!(generator_cpus(Some("2"), &[0, 1]).is_err());
+        assert!(generator_cpus(Some("x"), &[0, 1]).is_err());
+        assert!(generator_cpus(Some(""), &[0, 1]).is_err());
+    }
 
     #[test]
     fn wrk_output_is_read() {

@@ -32,17 +32,47 @@ pub fn children_cpu_time() -> io::Result<Duration> {
 /// on thread id 0, the caller). Fails if the CPU does not exist or is not
 /// allowed to this process.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
+    confine_current_thread(&[cpu])
+}
+
+/// The CPUs the calling thread may run on (`sched_getaffinity`), in order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: an all-zero cpu_set_t is the empty set (plain integers).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size given; pid 0
+    // is the calling thread.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: every index is below CPU_SETSIZE, inside `set`.
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Confines the calling thread to `cpus` (`sched_setaffinity`); threads and
+/// processes it starts afterwards inherit the set. Fails on an empty set, a
+/// CPU beyond the kernel's set, or one not allowed to this process.
+pub fn confine_current_thread(cpus: &[usize]) -> io::Result<()> {
+    if cpus.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is beyond the kernel's CPU set"),
+            "no CPU to run on",
         ));
     }
     // SAFETY: an all-zero cpu_set_t is the empty set (plain integers).
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below CPU_SETSIZE, checked above, so CPU_SET writes
-    // inside `set`.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond the kernel's CPU set"),
+            ));
+        }
+        // SAFETY: `cpu` is below CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
     // SAFETY: `set` is a valid cpu_set_t of the size given; pid 0 is the
     // calling thread.
     let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
@@ -50,7 +80,7 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
         let e = io::Error::last_os_error();
         return Err(io::Error::new(
             e.kind(),
-            format!("pinning to CPU {cpu}: {e}"),
+            format!("confining to CPUs {cpus:?}: {e}"),
         ));
     }
     Ok(())
@@ -250,5 +280,28 @@ mod tests {
         .unwrap();
         assert_eq!(nice, 19);
         assert!(process_cpu_time(u32::MAX).is_err());
+    }
+
+    #[test]
+    fn a_confined_thread_and_its_children_keep_to_the_set() {
+        let all = allowed_cpus().unwrap();
+        assert!(!all.is_empty());
+        let last = *all.last().unwrap();
+        let (own, childs) = std::thread::spawn(move || {
+            confine_current_thread(&[last]).unwrap();
+            // A thread started from it inherits the set.
+            let child = std::thread::spawn(|| allowed_cpus().unwrap())
+                .join()
+                .unwrap();
+            (allowed_cpus().unwrap(), child)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(own, vec![last]);
+        assert_eq!(childs, vec![last]);
+        // The caller's own set is untouched.
+        assert_eq!(allowed_cpus().unwrap(), all);
+        assert!(confine_current_thread(&[]).is_err());
+        assert!(confine_current_thread(&[libc::CPU_SETSIZE as usize]).is_err());
     }
 }

@@ -43,6 +43,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
             0
         },
         coarsen: args.coarsen,
+        tree_thread: true,
     };
     let format = match (args.json, args.format) {
         (true, _) => SummaryFormat::Json,

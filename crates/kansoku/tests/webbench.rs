@@ -291,6 +291,40 @@ fn bench_web_runs_wrk_beside_and_gives_the_ratio() {
         assert!((r["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9);
     }
     assert!(v["median_ratio"].as_f64().unwrap() > 0.0);
+    // Both tools ran on the upper half of the CPUs (at least one).
+    // The CPUs allowed to this process (`nproc` reads the same affinity
+    // mask as the bench; available_parallelism also weighs cgroup quotas).
+    let nproc = std::process::Command::new("nproc").output().unwrap();
+    let n: usize = String::from_utf8_lossy(&nproc.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let cpus: Vec<u64> = v["generator_cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(cpus.len(), (n - n / 2), "{v}");
+    assert!(cpus.iter().all(|&c| (c as usize) < 4096), "{v}");
+    // A CPU the process may not use is refused before anything runs.
+    let bad = run(&[
+        "bench",
+        "web",
+        &url,
+        "--generator-cpus",
+        "4095",
+        "-d",
+        "1",
+        "--rounds",
+        "1",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("CPU 4095"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
 }
 
 #[test]

@@ -679,8 +679,70 @@ impl ChunkReader {
     }
 }
 
+impl ChunkReader {
+    /// An uncompressed file's chunks straight into `out`: as many whole
+    /// chunks as fit, contiguous in the file, in one read, checked in place
+    /// and a bad one cut out. Saves a copy of every byte and most system
+    /// calls (a 1.6 GB trace of 32 KiB chunks: `profile -r F -i 60` 0.38 ->
+    /// 0.32 s, medians of 5). `None` when the next chunk does not fit in
+    /// `out` (the caller goes through `buf`); `Some(0)` at the end.
+    fn read_raw_into(&mut self, out: &mut [u8]) -> io::Result<Option<usize>> {
+        loop {
+            let Some(first) = self.chunks.front() else {
+                return Ok(Some(0));
+            };
+            let start = first.entry.comp_offset;
+            let mut end = start;
+            let mut n = 0;
+            for c in &self.chunks {
+                let e = &c.entry;
+                if e.comp_offset != end || end - start + e.comp_len > out.len() as u64 {
+                    break;
+                }
+                end += e.comp_len;
+                n += 1;
+            }
+            if n == 0 {
+                return Ok(None);
+            }
+            let run = &mut out[..(end - start) as usize];
+            self.file.read_exact_at(run, start).map_err(|err| {
+                io::Error::new(
+                    err.kind(),
+                    format!(
+                        "reading chunks {}.. at file offset {start} of {}: {err}",
+                        first.n,
+                        self.path.display()
+                    ),
+                )
+            })?;
+            self.check.reached(end);
+            let mut kept = 0;
+            let mut at = 0;
+            for c in self.chunks.drain(..n) {
+                let len = c.entry.comp_len as usize;
+                if self.check.accept(&c, &out[at..at + len]) {
+                    if kept != at {
+                        out.copy_within(at..at + len, kept);
+                    }
+                    kept += len;
+                }
+                at += len;
+            }
+            if kept > 0 {
+                return Ok(Some(kept));
+            }
+        }
+    }
+}
+
 impl Read for ChunkReader {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.codec == Codec::None && self.pos == self.buf.len() {
+            if let Some(n) = self.read_raw_into(out)? {
+                return Ok(n);
+            }
+        }
         while self.pos == self.buf.len() {
             if !self.next_chunk()? {
                 return Ok(0);

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::rc::{Rc, Weak};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -988,6 +988,15 @@ async fn open(sh: Arc<Shared>, rate: f64, poisson: bool, seed: u64, tally: Rc<Re
 /// close together.
 const SPIN: Duration = Duration::from_micros(5);
 
+/// Other load threads awake, per CPU they share, at which a thread that
+/// runs out of work sleeps without spinning. Measured with both tools'
+/// threads on one CPU (`bench web`, nginx's worker on the other), medians
+/// of kansoku / wrk: never spinning there, 0.99 at 2 threads and 10
+/// connections; spinning whatever the others do, 1.06 there but 0.95 at
+/// 8 threads and 800 connections; a limit of 1, 0.97-1.00 and 0.98-0.99;
+/// of 2, 1.10 and 0.98 (3 threads, 30 connections: 1.04 against 1.01).
+const AWAKE_PER_CPU: usize = 2;
+
 /// Answers come close together when the thread's sleeps have lasted less
 /// than this on average (in ns).
 const CLOSE_TOGETHER_NS: u64 = 50_000;
@@ -1034,22 +1043,58 @@ thread_local! {
 /// lost ~3% of the server's rate beside wrk (a slower client that sleeps
 /// less). An answer that arrives during the spin waits at most 5 us for
 /// it to end; a thread whose sleeps are long (a low open-model rate, a
-/// delay) never spins.
-fn spin_before_parking(rt: &mut tokio::runtime::Builder) {
-    rt.on_thread_park(|| {
-        if SPINNER.get().spins() {
+/// delay) never spins. Nor does a thread while [`AWAKE_PER_CPU`] other
+/// load threads a CPU are awake (`awake`, `cpus`): its spin would only
+/// keep them, with answers waiting, off the CPUs.
+fn spin_before_parking(rt: &mut tokio::runtime::Builder, awake: Arc<AtomicUsize>, cpus: usize) {
+    let others_leave_a_cpu = {
+        let awake = Arc::clone(&awake);
+        move || awake.load(Ordering::Relaxed) < AWAKE_PER_CPU * cpus
+    };
+    let parked = Arc::clone(&awake);
+    rt.on_thread_park(move || {
+        parked.fetch_sub(1, Ordering::Relaxed);
+        if SPINNER.get().spins() && others_leave_a_cpu() {
             let begun = Instant::now();
-            while begun.elapsed() < SPIN {
-                std::hint::spin_loop();
+            // The clock read every 32 pauses (a microsecond or so): a read
+            // each time made the spin a stream of clock reads.
+            while begun.elapsed() < SPIN && others_leave_a_cpu() {
+                for _ in 0..32 {
+                    std::hint::spin_loop();
+                }
             }
         }
         SPUN.set(Some(Instant::now()));
     });
-    rt.on_thread_unpark(|| {
+    rt.on_thread_unpark(move || {
+        awake.fetch_add(1, Ordering::Relaxed);
         if let Some(spun) = SPUN.take() {
             SPINNER.set(SPINNER.get().slept(spun.elapsed().as_nanos() as u64));
         }
     });
+}
+
+/// How many CPUs the load threads can run on: the distinct CPUs they are
+/// pinned to, or those allowed to the calling thread, which they inherit.
+fn cpus_for_load(pinned: &[usize]) -> usize {
+    if pinned.is_empty() {
+        capture::usage::allowed_cpus().map_or(1, |c| c.len().max(1))
+    } else {
+        let mut c = pinned.to_vec();
+        c.sort_unstable();
+        c.dedup();
+        c.len()
+    }
+}
+
+#[test]
+fn the_cpus_for_load_are_the_distinct_pinned_ones_or_those_allowed() {
+    assert_eq!(cpus_for_load(&[1, 1, 0, 1]), 2);
+    assert_eq!(cpus_for_load(&[3]), 1);
+    assert_eq!(
+        cpus_for_load(&[]),
+        capture::usage::allowed_cpus().unwrap().len()
+    );
 }
 
 #[test]
@@ -1102,9 +1147,13 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
         stop,
     };
     let shared = Arc::new(shared);
+    // Load threads awake (each starts so), and the CPUs they share.
+    let awake = Arc::new(AtomicUsize::new(threads));
+    let cpus = cpus_for_load(&plan.cpus);
     let mut handles = Vec::new();
     for t in 0..threads {
         let sh = Arc::clone(&shared);
+        let awake = Arc::clone(&awake);
         let share = move |total: usize| total / threads + usize::from(t < total % threads);
         let model = plan.model;
         handles.push(
@@ -1112,7 +1161,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
                 .name(format!("webbench-{t}"))
                 .spawn(move || -> io::Result<Tally> {
                     let mut rt = tokio::runtime::Builder::new_current_thread();
-                    spin_before_parking(&mut rt);
+                    spin_before_parking(&mut rt, awake, cpus);
                     let rt = rt.enable_all().build()?;
                     let local = tokio::task::LocalSet::new();
                     if !sh.plan.cpus.is_empty() {
