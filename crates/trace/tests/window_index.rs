@@ -278,3 +278,37 @@ fn a_file_cut_at_a_chunk_end_under_its_index_is_said_to_be_cut() {
         }
     }
 }
+
+/// An uncompressed file is read through its index in runs of whole chunks,
+/// each checked in place: a corrupt chunk deep inside a run is cut out,
+/// named, and the chunks after it in the same run are delivered.
+#[test]
+fn a_bad_chunk_inside_a_run_of_raw_chunks_is_cut_out_and_the_rest_delivered() {
+    let pkts = trace(1500, 11, true);
+    let (_dir, path) = small_chunks(Codec::None, &pkts);
+    let ix = trace::index::read_index(&index_path(&path)).unwrap();
+    let chunks: Vec<_> = ix
+        .entries
+        .iter()
+        .filter(|e| !e.is_end() && e.packets > 0)
+        .collect();
+    // 4 KiB chunks and runs of up to 256 KiB: the middle one is inside a run.
+    assert!(chunks.len() > 20, "{} chunks", chunks.len());
+    let k = chunks.len() / 2;
+    let bad = chunks[k];
+    let before: usize = chunks[..k].iter().map(|e| e.packets as usize).sum();
+    let lost = bad.packets as usize;
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = usize::try_from(bad.comp_offset + bad.comp_len / 2).unwrap();
+    bytes[at] ^= 0x20;
+    std::fs::write(&path, &bytes).unwrap();
+    let (r, ws) = open_window(&path, None, None).unwrap();
+    assert!(ws.indexed, "{ws:?}");
+    let (got, end) = read_to_end(r);
+    let mut want = pkts[..before].to_vec();
+    want.extend_from_slice(&pkts[before + lost..]);
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the packets around the bad chunk differ");
+    let end = end.unwrap_or_default();
+    assert!(end.contains(&bad.comp_offset.to_string()), "{end}");
+}
