@@ -639,6 +639,7 @@ const QUEUED_BATCHES: usize = 4;
 enum Job {
     Count(Vec<Departed>),
     Summarize,
+    Stop,
 }
 
 /// Where the trees are counted: on the caller's thread, or on a thread of
@@ -648,7 +649,7 @@ enum Job {
 enum Counter {
     Inline(Box<Counted>),
     Thread {
-        jobs: Option<std::sync::mpsc::SyncSender<Job>>,
+        jobs: std::sync::mpsc::SyncSender<Job>,
         spare: std::sync::mpsc::Receiver<Vec<Departed>>,
         done: std::sync::mpsc::Receiver<Summarized>,
         worker: Option<std::thread::JoinHandle<()>>,
@@ -679,12 +680,13 @@ impl Counter {
                                 return;
                             }
                         }
+                        Job::Stop => return,
                     }
                 }
             });
         match spawned {
             Ok(worker) => Counter::Thread {
-                jobs: Some(jobs),
+                jobs,
                 spare,
                 done,
                 worker: Some(worker),
@@ -708,9 +710,8 @@ impl Counter {
                     .try_recv()
                     .unwrap_or_else(|_| Vec::with_capacity(batch.capacity()));
                 let full = std::mem::replace(batch, next);
-                if let Some(j) = jobs.as_ref() {
-                    j.send(Job::Count(full)).unwrap_or_else(|_| worker_gone());
-                }
+                jobs.send(Job::Count(full))
+                    .unwrap_or_else(|_| worker_gone());
             }
         }
     }
@@ -719,9 +720,7 @@ impl Counter {
         match self {
             Counter::Inline(c) => c.summarize(),
             Counter::Thread { jobs, done, .. } => {
-                if let Some(j) = jobs.as_ref() {
-                    j.send(Job::Summarize).unwrap_or_else(|_| worker_gone());
-                }
+                jobs.send(Job::Summarize).unwrap_or_else(|_| worker_gone());
                 done.recv().unwrap_or_else(|_| worker_gone())
             }
         }
@@ -731,8 +730,9 @@ impl Counter {
 impl Drop for Counter {
     fn drop(&mut self) {
         if let Counter::Thread { jobs, worker, .. } = self {
-            // The worker's loop ends when its queue closes.
-            jobs.take();
+            // After the batches before it (a worker that panicked has
+            // closed its queue: nothing to send, nothing to wait for).
+            let _ = jobs.send(Job::Stop);
             if let Some(w) = worker.take() {
                 let _ = w.join();
             }
