@@ -108,6 +108,17 @@ fn a_closed_run_answers_every_request_on_the_connections_it_should() {
     let (v, _) = webbench(&[&url, "-c", "4", "-n", "200", "-t", "2", "--keep-alive"]);
     assert_eq!(v["results"]["answered"], 200, "{v}");
     assert_eq!(v["results"]["connections"], 4, "{v}");
+    // Answers longer than a read (the load thread's buffer is 64 KiB,
+    // shared by its connections) are each whole, on the connections that
+    // carried the ones before.
+    std::fs::write(dir.path().join("big.bin"), vec![b'y'; 300_001]).unwrap();
+    let big = format!("http://127.0.0.1:{}/big.bin", s.port);
+    let (v, _) = webbench(&[&big, "-c", "4", "-n", "40", "-t", "2", "--keep-alive"]);
+    let r = &v["results"];
+    assert_eq!(r["answered"], 40, "{v}");
+    assert_eq!(r["body_bytes"], 40 * 300_001, "{v}");
+    assert_eq!(r["connections"], 4, "{v}");
+    assert!(r["errors"].as_object().unwrap().is_empty(), "{v}");
 }
 
 #[test]
@@ -664,6 +675,14 @@ fn https_answers_every_request_and_times_the_handshake() {
     assert_eq!(r["answered"], 40, "{v}");
     assert_eq!(r["connections"], 2, "{v}");
     assert_eq!(r["tls"]["count"], 2, "{v}");
+    // Answers longer than a TLS connection's 16 KiB read buffer.
+    std::fs::write(dir.path().join("big.bin"), vec![b'y'; 100_003]).unwrap();
+    let big = format!("https://127.0.0.1:{}/big.bin", s.port);
+    let (v, _) = webbench(&[&big, "-k", "-c", "2", "-n", "20", "-t", "1", "--keep-alive"]);
+    let r = &v["results"];
+    assert_eq!(r["answered"], 20, "{v}");
+    assert_eq!(r["body_bytes"], 20 * 100_003, "{v}");
+    assert_eq!(r["connections"], 2, "{v}");
 }
 
 #[test]

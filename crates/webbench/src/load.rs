@@ -630,7 +630,9 @@ struct Conn {
 /// timed out by a timer on each read (TLS costs far more than a timer).
 enum H1Conn {
     Plain(Rc<Conn>),
-    Tls(Box<TlsStream<TcpStream>>),
+    /// With the buffer its plaintext is read into (a TLS read holds its
+    /// buffer across waits, so it cannot be the thread's).
+    Tls(Box<(TlsStream<TcpStream>, Vec<u8>)>),
 }
 
 /// A thread's connections, for its watchdog.
@@ -670,7 +672,7 @@ async fn open_h1(
     let stream = connect_timed(sh, from, r).await?;
     if let Some(tls) = &sh.tls {
         let s = tls_handshake(sh, tls, stream, r, tally).await?;
-        return Ok(H1Conn::Tls(Box::new(s)));
+        return Ok(H1Conn::Tls(Box::new((s, vec![0; TLS_READ]))));
     }
     let c = Rc::new(Conn {
         stream,
@@ -688,7 +690,6 @@ async fn exchange(
     k: u64,
     scheduled: u64,
     conn: Option<H1Conn>,
-    buf: &mut [u8],
     tally: &RefCell<Tally>,
     watched: &Watched,
 ) -> Option<H1Conn> {
@@ -712,17 +713,19 @@ async fn exchange(
     let (outcome, conn) = match conn {
         H1Conn::Plain(c) => {
             c.deadline.set(sh.now() + sh.timeout_us);
-            let outcome = answer(sh, &mut PlainWire(&c), &mut r, buf).await;
+            let outcome = answer(sh, &mut PlainWire(&c), &mut r).await;
             c.deadline.set(0);
             (outcome, H1Conn::Plain(c))
         }
         H1Conn::Tls(mut s) => {
+            let (stream, buf) = &mut *s;
             let mut w = TlsWire {
-                stream: &mut s,
+                stream,
+                buf,
                 deadline: Instant::now() + sh.plan.timeout,
                 expired: false,
             };
-            let outcome = answer(sh, &mut w, &mut r, buf).await;
+            let outcome = answer(sh, &mut w, &mut r).await;
             (outcome, H1Conn::Tls(s))
         }
     };
@@ -745,8 +748,10 @@ async fn exchange(
 /// object: the plain path compiles to the same code as if it were written
 /// for `TcpStream` alone.
 trait Wire {
-    /// Reads what has come, waiting for it if nothing has; 0 at the end.
-    async fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Reads what has come, waiting for it if nothing has, and hands it
+    /// to `f` (an empty slice at the end of the stream); what `f` gave,
+    /// and whether the read filled the buffer (more may be waiting).
+    async fn read_with<R>(&mut self, f: impl FnMut(&[u8]) -> R) -> io::Result<(R, bool)>;
     /// Writes all of `bytes`.
     async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// The request's time ran out (the read or write that failed was cut).
@@ -756,15 +761,29 @@ trait Wire {
     fn settle(&mut self);
 }
 
+/// The buffer a TLS connection's plaintext is read into.
+const TLS_READ: usize = 16 * 1024;
+
+thread_local! {
+    /// The buffer every plain connection of a load thread reads into, as
+    /// wrk's threads do: a read is made only once the socket is readable,
+    /// and the bytes are parsed before the next wait. A buffer per
+    /// connection (64 KiB each, 51 MiB at 800 connections) was written
+    /// cold on every answer and faulted in page by page as the run began.
+    static READ_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0; 64 * 1024].into_boxed_slice());
+}
+
 /// Plain TCP: read and written where readiness says, as wrk does.
 struct PlainWire<'a>(&'a Conn);
 
 impl Wire for PlainWire<'_> {
-    async fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    async fn read_with<R>(&mut self, mut f: impl FnMut(&[u8]) -> R) -> io::Result<(R, bool)> {
         let s = &self.0.stream;
         loop {
             s.readable().await?;
-            match s.try_read(buf) {
+            let read = READ_BUF
+                .with_borrow_mut(|buf| s.try_read(buf).map(|n| (f(&buf[..n]), n == buf.len())));
+            match read {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => return r,
             }
@@ -803,24 +822,26 @@ impl Wire for PlainWire<'_> {
 /// TLS: each read and write bounded by the request's deadline.
 struct TlsWire<'a> {
     stream: &'a mut TlsStream<TcpStream>,
+    buf: &'a mut [u8],
     deadline: Instant,
     expired: bool,
 }
 
 impl Wire for TlsWire<'_> {
-    async fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match timeout_at(self.deadline, self.stream.read(buf)).await {
+    async fn read_with<R>(&mut self, mut f: impl FnMut(&[u8]) -> R) -> io::Result<(R, bool)> {
+        let n = match timeout_at(self.deadline, self.stream.read(self.buf)).await {
             // A server that closes without close_notify (most HTTP/1.0
             // style servers, python's among them) ends a body that runs
             // until close; a cut response is still seen as cut by the
             // parser, which knows the length it expected.
-            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
-            Ok(r) => r,
+            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
+            Ok(r) => r?,
             Err(_) => {
                 self.expired = true;
-                Err(io::ErrorKind::TimedOut.into())
+                return Err(io::ErrorKind::TimedOut.into());
             }
-        }
+        };
+        Ok((f(&self.buf[..n]), n == self.buf.len()))
     }
 
     async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -852,12 +873,7 @@ enum Answer {
 
 /// Sends the request and reads the answer; whether the connection may
 /// carry another request. A read cut short by the timeout is `Expired`.
-async fn answer<W: Wire>(
-    sh: &Shared,
-    w: &mut W,
-    r: &mut Record,
-    buf: &mut [u8],
-) -> Result<bool, Answer> {
+async fn answer<W: Wire>(sh: &Shared, w: &mut W, r: &mut Record) -> Result<bool, Answer> {
     let failed = |e: io::Error, w: &W| {
         if w.expired() {
             Answer::Expired
@@ -872,40 +888,41 @@ async fn answer<W: Wire>(
     r.request_sent = sh.now();
     let mut p = ResponseParser::new(false);
     loop {
-        let n = match w.read_some(buf).await {
-            Ok(n) => n,
+        // What came is parsed where it was read (`None` at the end).
+        let (fed, full) = match w.read_with(|b| (!b.is_empty()).then(|| p.feed(b))).await {
+            Ok(x) => x,
             Err(e) => return Err(failed(e, w)),
         };
         let now = sh.now();
         if w.expired() {
             return Err(Answer::Expired);
         }
-        if n == 0 {
+        let Some(fed) = fed else {
             let resp = p.finish_at_close().map_err(invalid)?;
             r.last_byte = now;
             r.close = now;
             r.status = resp.status;
             r.body_bytes = resp.body_len;
             return Ok(false);
-        }
+        };
         if r.first_byte == 0 {
             r.first_byte = now;
         }
-        let fed = p.feed(&buf[..n]).map_err(invalid)?;
+        let fed = fed.map_err(invalid)?;
         if fed.done {
             r.last_byte = now;
             let resp = p.response();
             r.status = resp.status;
             r.body_bytes = resp.body_len;
             if sh.plan.keep_alive && !resp.closes {
-                if n < buf.len() {
+                if !full {
                     w.settle();
                 }
                 return Ok(true);
             }
             // The server closes: wait for its FIN (end of file), so that
             // the close is its, as the paper's HTTP/1.0 server's was.
-            while matches!(w.read_some(buf).await, Ok(n) if n > 0) {}
+            while matches!(w.read_with(|b| !b.is_empty()).await, Ok((true, _))) {}
             r.close = sh.now();
             return Ok(false);
         }
@@ -923,11 +940,10 @@ async fn closed(sh: Arc<Shared>, conns: usize, tally: Rc<RefCell<Tally>>) {
     for _ in 0..conns {
         let (sh, tally, watched) = (Arc::clone(&sh), Rc::clone(&tally), Rc::clone(&watched));
         tasks.push(tokio::task::spawn_local(async move {
-            let mut buf = vec![0u8; 64 * 1024];
             let mut conn = None;
             while let Some(k) = sh.take() {
                 let now = sh.now();
-                conn = exchange(&sh, k, now, conn.take(), &mut buf, &tally, &watched).await;
+                conn = exchange(&sh, k, now, conn.take(), &tally, &watched).await;
             }
         }));
     }
@@ -964,14 +980,12 @@ async fn open(sh: Arc<Shared>, rate: f64, poisson: bool, seed: u64, tally: Rc<Re
         } else {
             let (idle, watched) = (Rc::clone(&idle), Rc::clone(&watched));
             tasks.push(tokio::task::spawn_local(async move {
-                let mut buf = vec![0u8; 64 * 1024];
                 let conn = if sh.plan.keep_alive {
                     idle.borrow_mut().pop()
                 } else {
                     None
                 };
-                if let Some(c) = exchange(&sh, k, scheduled, conn, &mut buf, &tally, &watched).await
-                {
+                if let Some(c) = exchange(&sh, k, scheduled, conn, &tally, &watched).await {
                     idle.borrow_mut().push(c);
                 }
             }));
