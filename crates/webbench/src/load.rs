@@ -343,6 +343,9 @@ pub(crate) struct Tally {
     tls_versions: BTreeMap<&'static str, u64>,
     status: BTreeMap<u16, u64>,
     connect_buckets: [u64; 5],
+    /// The latest time in any record (us from the start): when the run's
+    /// last request ended.
+    last: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -369,10 +372,23 @@ impl Tally {
             tls_versions: BTreeMap::new(),
             status: BTreeMap::new(),
             connect_buckets: [0; 5],
+            last: 0,
         }
     }
 
     pub(crate) fn add(&mut self, r: &Record) {
+        self.last = self.last.max(
+            [
+                r.connect_done,
+                r.request_sent,
+                r.first_byte,
+                r.last_byte,
+                r.close,
+            ]
+            .into_iter()
+            .max()
+            .unwrap_or(0),
+        );
         if r.connect_done > 0 && !r.reused {
             self.connections += 1;
             let us = r.connect_done.saturating_sub(r.connect_start).max(1);
@@ -428,6 +444,7 @@ impl Tally {
         let _ = self.first_byte.add(&o.first_byte);
         let _ = self.lifetime.add(&o.lifetime);
         self.cpu += o.cpu;
+        self.last = self.last.max(o.last);
         for (a, b) in self.connect_buckets.iter_mut().zip(o.connect_buckets) {
             *a += b;
         }
@@ -941,21 +958,28 @@ async fn closed(sh: Arc<Shared>, conns: usize, tally: Rc<RefCell<Tally>>) {
     }
     let watched: Watched = Rc::default();
     let dog = tokio::task::spawn_local(watchdog(Arc::clone(&sh), Rc::clone(&watched)));
+    // Connections still open when their loop ends are closed after the
+    // thread's last answer, as wrk leaves its own open: their closes (and
+    // the server's, which they cause) are not the requests' work.
+    let ended: Rc<RefCell<Vec<H1Conn>>> = Rc::default();
     let mut tasks = Vec::new();
     for _ in 0..conns {
         let (sh, tally, watched) = (Arc::clone(&sh), Rc::clone(&tally), Rc::clone(&watched));
+        let ended = Rc::clone(&ended);
         tasks.push(tokio::task::spawn_local(async move {
             let mut conn = None;
             while let Some(k) = sh.take() {
                 let now = sh.now();
                 conn = exchange(&sh, k, now, conn.take(), &tally, &watched).await;
             }
+            ended.borrow_mut().extend(conn);
         }));
     }
     for t in tasks {
         let _ = t.await;
     }
     dog.abort();
+    drop(ended);
 }
 
 /// One thread's part of an open-model run: `rate` requests a second.
@@ -1219,7 +1243,16 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
             Err(_) => return Err(io::Error::other("a load thread panicked")),
         }
     }
-    let seconds = start.elapsed().as_secs_f64();
+    // The run lasted until its last request ended (an answer, an error, a
+    // close): the threads' teardown after it (closing kept-alive
+    // connections, joining) is not the requests' time, as wrk's rate does
+    // not count its own.
+    let elapsed = start.elapsed().as_secs_f64();
+    let seconds = if total.last > 0 {
+        (total.last as f64 / 1e6).min(elapsed)
+    } else {
+        elapsed
+    };
     let mut records = std::mem::take(&mut total.records);
     records.sort_by_key(|r| r.scheduled);
     Ok(Results {
@@ -1253,7 +1286,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> io::Result<Results> {
         connect_buckets: total.connect_buckets,
         start_unix_ns,
         generator_cpu_seconds: total.cpu.as_secs_f64(),
-        generator_busy: total.cpu.as_secs_f64() / (seconds * threads as f64).max(1e-9),
+        generator_busy: total.cpu.as_secs_f64() / (elapsed * threads as f64).max(1e-9),
         records,
     })
 }
