@@ -164,14 +164,13 @@ pub fn generator_cpus(
 }
 
 /// Confines the calling thread, and so both tools' threads, to `cpus`
-/// while it lives; puts back the set it had.
+/// while it lives; puts back the set it had (`before`).
 struct Confined(Vec<usize>);
 
 impl Confined {
-    fn to(cpus: &[usize]) -> Result<Confined> {
-        let before = capture::usage::allowed_cpus()?;
+    fn to(cpus: &[usize], before: &[usize]) -> Result<Confined> {
         capture::usage::confine_current_thread(cpus)?;
-        Ok(Confined(before))
+        Ok(Confined(before.to_vec()))
     }
 }
 
@@ -185,7 +184,7 @@ pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<R
     let target = Target::parse(&a.url).map_err(Error::input)?;
     let allowed = capture::usage::allowed_cpus()?;
     let cpus = generator_cpus(a.generator_cpus.as_deref(), &allowed).map_err(Error::input)?;
-    let _confined = Confined::to(&cpus)?;
+    let _confined = Confined::to(&cpus, &allowed)?;
     let cpu_list = cpus
         .iter()
         .map(|c| c.to_string())

@@ -677,9 +677,7 @@ impl ChunkReader {
             self.buf.clear();
         }
     }
-}
 
-impl ChunkReader {
     /// An uncompressed file's chunks straight into `out`: as many whole
     /// chunks as fit, contiguous in the file, in one read, checked in place
     /// and a bad one cut out. Saves a copy of every byte and most system

@@ -1090,13 +1090,10 @@ thread_local! {
 /// load threads a CPU are awake (`awake`, `cpus`): its spin would only
 /// keep them, with answers waiting, off the CPUs.
 fn spin_before_parking(rt: &mut tokio::runtime::Builder, awake: Arc<AtomicUsize>, cpus: usize) {
-    let others_leave_a_cpu = {
-        let awake = Arc::clone(&awake);
-        move || awake.load(Ordering::Relaxed) < AWAKE_PER_CPU * cpus
-    };
     let parked = Arc::clone(&awake);
     rt.on_thread_park(move || {
         parked.fetch_sub(1, Ordering::Relaxed);
+        let others_leave_a_cpu = || parked.load(Ordering::Relaxed) < AWAKE_PER_CPU * cpus;
         if SPINNER.get().spins() && others_leave_a_cpu() {
             let begun = Instant::now();
             // The clock read every 32 pauses (a microsecond or so): a read
