@@ -21,8 +21,9 @@
 //!
 //! The stage knows nothing of files or sockets: a trace reader, a capture
 //! ring or a generator feeds it, and the caller decides where summaries go.
+//! Its one `unsafe` block is the flow table's cache prefetch (`flows::fetch`).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod flows;
 pub mod flows2d;
