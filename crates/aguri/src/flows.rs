@@ -148,6 +148,23 @@ impl Slot {
     }
 }
 
+/// Set by tests that compare two runs entry for entry: every table made
+/// after it takes this seed instead of a random one.
+#[cfg(test)]
+pub(crate) static FIXED_SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A table's seed: random, so that traffic cannot be aimed at its slots.
+fn table_seed() -> u64 {
+    #[cfg(test)]
+    {
+        let fixed = FIXED_SEED.load(std::sync::atomic::Ordering::Relaxed);
+        if fixed != 0 {
+            return fixed;
+        }
+    }
+    std::collections::hash_map::RandomState::new().hash_one(1u8)
+}
+
 /// The table: `slots` slots (a power of two, at least 4), four candidates a
 /// flow in two pairs.
 pub(crate) struct FlowTable {
@@ -189,7 +206,7 @@ impl FlowTable {
             slots: vec![EMPTY; n],
             mask: n - 1,
             clock: 0,
-            seed: std::collections::hash_map::RandomState::new().hash_one(1u8),
+            seed: table_seed(),
             held: 0,
         }
     }
@@ -334,9 +351,13 @@ impl FlowTable {
     }
 
     /// Flows held now.
-    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.held
+    }
+
+    /// Slots in all.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
     }
 }
 

@@ -15,6 +15,10 @@ use core::net::IpAddr;
 
 use wire::{FlowBits, LinkType, Slice};
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
 use crate::flows::{Departed, FlowKeys, FlowTable};
 use crate::flows2d::PairTable;
 use crate::label::{address_key, port_key, KeyKind, V4_MAPPED, V4_MAPPED_LEN};
@@ -26,12 +30,23 @@ use crate::tree::{Metric, PatriciaTree, MIN_BUDGET};
 /// of keys that stay in L1.
 const CHUNK: usize = 64;
 
+/// Packets handed at once to the counting thread (see [`Profiler`]): 192 KiB
+/// of keys, a multiple of [`CHUNK`], so that the table there counts the
+/// same chunks as it would on the caller's thread.
+const PACKET_BATCH: usize = 64 * CHUNK;
+
 /// Tree updates (flows that left the table, or packets when there is none)
 /// held back before they are counted tree by tree (see [`Profiler`]): each
 /// tree then gets a long run of updates while its nodes are in the cache.
 /// With the table, 4096 updates are the departures of some 28,000 packets
 /// on the benchmark's active-flows trace; 224 KiB of updates.
 const TREE_BATCH: usize = 4096;
+
+/// The shortest run of packets past the flow table that is counted in the
+/// trees straight from a batch (see `Behind::count`); shorter runs wait in
+/// `departed` for a longer batch, so that each tree gets a long run of
+/// updates while its nodes are in the cache.
+const DIRECT_RUN: usize = 1024;
 
 /// Packets over which the table's departures are judged (see `flush`).
 const BYPASS_WINDOW: usize = 4096;
@@ -42,6 +57,44 @@ const BYPASS_PACKETS: usize = 64 * BYPASS_WINDOW;
 
 /// A packet waiting to be counted: its flow's keys and its length.
 type Pending = (FlowKeys, u64);
+
+/// One update of the trees: a flow that left the table with what it
+/// counted there, or a packet that went past the table.
+trait Update {
+    fn keys(&self) -> &FlowKeys;
+    fn bytes(&self) -> u64;
+    fn packets(&self) -> u64;
+}
+
+impl Update for Departed {
+    #[inline(always)]
+    fn keys(&self) -> &FlowKeys {
+        &self.keys
+    }
+    #[inline(always)]
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    #[inline(always)]
+    fn packets(&self) -> u64 {
+        self.packets
+    }
+}
+
+impl Update for Pending {
+    #[inline(always)]
+    fn keys(&self) -> &FlowKeys {
+        &self.0
+    }
+    #[inline(always)]
+    fn bytes(&self) -> u64 {
+        self.1
+    }
+    #[inline(always)]
+    fn packets(&self) -> u64 {
+        1
+    }
+}
 
 /// aguri's usual node budget per tree.
 pub const DEFAULT_BUDGET: usize = 4096;
@@ -129,9 +182,9 @@ pub struct ProfilerConfig {
     /// aguri2's coarsening ([`PatriciaTree::aggregate_with`]): thresholds
     /// scaled by prefix length, similar siblings merged.
     pub coarsen: bool,
-    /// Count in the trees on a thread of their own (when the host has a
-    /// second CPU), beside the thread that reads packets and keeps the
-    /// flow table; the summaries are the same either way.
+    /// Count in the flow table and the trees on a thread of their own
+    /// (when the host has a second CPU), beside the thread that reads and
+    /// slices packets; the summaries are the same either way.
     pub tree_thread: bool,
 }
 
@@ -200,15 +253,13 @@ impl ProfilerConfig {
         let counter = if self.tree_thread && second_cpu {
             Counter::on_thread(self)
         } else {
-            Counter::Inline(Box::new(Counted::new(self)))
+            Counter::Inline(Box::new(Behind::new(self)))
         };
         Ok(Profiler {
             counter,
-            flows: (self.flow_slots > 0).then(|| FlowTable::new(self.flow_slots)),
-            departed: Vec::with_capacity(TREE_BATCH + CHUNK),
-            bypass: 0,
-            window: (0, 0),
-            pending: Vec::with_capacity(CHUNK),
+            // The table starts on this thread (see `Placement`).
+            batch: CHUNK,
+            pending: Vec::with_capacity(PACKET_BATCH),
             cfg: self,
             current: None,
             non_ip: (0, 0),
@@ -240,10 +291,10 @@ impl Trees {
     }
 
     /// Counts flows in the trees, one tree at a time.
-    fn count(&mut self, flows: &[Departed]) {
+    fn count<U: Update>(&mut self, flows: &[U]) {
         for (i, tree) in self.t.iter_mut().enumerate() {
             for d in flows {
-                tree.add(d.keys.tree_key(i), d.bytes, d.packets);
+                tree.add(d.keys().tree_key(i), d.bytes(), d.packets());
             }
         }
     }
@@ -295,24 +346,23 @@ struct Current {
 /// (`flow_slots: 0`) each tree sees its keys in arrival order, exactly what
 /// counting packet by packet gives.
 ///
-/// With `tree_thread` (the default) and a second CPU, the batches are
-/// counted in the trees on a thread of their own, in the order they were
-/// made, while the caller's thread reads, slices and keeps the flow table;
-/// a summary waits for every batch before it. The summaries are the same
-/// (a test compares them entry for entry); `cargo bench -p aguri` on the
-/// active-flows trace from frames: 21.5 Mpps against 17.1 on one thread,
-/// and the whole `profile -r` of 2M new flows 0.33 s against 0.49.
+/// With `tree_thread` (the default) and a second CPU, the trees count on a
+/// thread of their own, batches taken in the order they were made, while
+/// the caller's thread reads and slices; the flow table counts on whichever
+/// of the two leaves the run faster, as measured while it runs (see
+/// `Counter` and `Placement`). A summary waits for every batch before it.
+/// The summaries are the same (tests compare them entry for entry, the
+/// table moved at every batch in one). Round 6 in
+/// bench/profile-throughput.md measured the trees' thread (21.5 Mpps
+/// against 17.1 on one thread, active-flows from frames), round 8 the
+/// table's placement.
 pub struct Profiler {
     cfg: ProfilerConfig,
     counter: Counter,
-    flows: Option<FlowTable>,
-    /// Flows that left the table, waiting to be counted in the trees.
-    departed: Vec<Departed>,
-    /// Packets still to send past the flow table (see `flush`).
-    bypass: usize,
-    /// Packets the table counted, and flows it let go, since the last
-    /// judgement on bypassing it.
-    window: (usize, usize),
+    /// Packets held before they are handed to the counter: [`CHUNK`] when
+    /// the table counts them on this thread, [`PACKET_BATCH`] when they
+    /// are sent to the counting thread (the counter says which).
+    batch: usize,
     pending: Vec<Pending>,
     current: Option<Current>,
     non_ip: (u64, u64),
@@ -431,64 +481,13 @@ impl Profiler {
         done
     }
 
-    /// Holds one packet for the flow table, which counts every `CHUNK`.
+    /// Holds one packet for the counter, which takes them every `batch`.
     #[inline(always)]
     fn hold(&mut self, keys: FlowKeys, bytes: u32) {
         self.pending.push((keys, u64::from(bytes)));
-        if self.pending.len() >= CHUNK {
-            self.flush();
+        if self.pending.len() >= self.batch {
+            self.batch = self.counter.count(&mut self.pending);
         }
-    }
-
-    /// Counts the held packets in the flow table, or hands them on as
-    /// tree updates when there is no table; counts the updates in the trees
-    /// once `TREE_BATCH` are waiting.
-    fn flush(&mut self) {
-        match self.flows.as_mut() {
-            Some(table) if self.bypass == 0 => {
-                let before = self.departed.len();
-                table.add_batch(&self.pending, &mut self.departed);
-                // A table that lets a flow go for (nearly) every packet, as
-                // under a flood from random sources, only adds a lookup to
-                // what the trees do anyway: send the next packets past it.
-                self.window.0 += self.pending.len();
-                self.window.1 += self.departed.len() - before;
-                if self.window.0 >= BYPASS_WINDOW {
-                    if self.window.1 * 16 >= self.window.0 * 15 {
-                        self.bypass = BYPASS_PACKETS;
-                    }
-                    self.window = (0, 0);
-                }
-            }
-            _ => {
-                self.bypass = self.bypass.saturating_sub(self.pending.len());
-                self.departed
-                    .extend(self.pending.iter().map(|&(keys, bytes)| Departed {
-                        keys,
-                        bytes,
-                        packets: 1,
-                    }));
-            }
-        }
-        self.pending.clear();
-        if self.departed.len() >= TREE_BATCH {
-            self.count_departed();
-        }
-    }
-
-    /// Counts everything held, in the flow table too, in the trees.
-    fn flush_all(&mut self) {
-        self.flush();
-        if let Some(table) = self.flows.as_mut() {
-            table.drain(&mut self.departed);
-        }
-        self.count_departed();
-    }
-
-    /// Counts the departed flows in the trees (and the 2-D view's table),
-    /// here or on the trees' thread.
-    fn count_departed(&mut self) {
-        self.counter.count(&mut self.departed);
     }
 
     /// Counts a captured frame: slices it and counts it under its IP
@@ -551,7 +550,7 @@ impl Profiler {
 
     fn summary(&mut self, start_ns: u64, end_ns: u64) -> Summary {
         // The held packets and flows belong to this interval.
-        self.flush_all();
+        self.batch = self.counter.count(&mut self.pending);
         let (sections, flows) = self.counter.summarize();
         let s = Summary {
             start_ns,
@@ -574,6 +573,9 @@ struct Counted {
     trees: Trees,
     pairs: Option<PairTable>,
     cfg: ProfilerConfig,
+    /// Every update counted, in order (tests).
+    #[cfg(test)]
+    log: Vec<(FlowKeys, u64, u64)>,
 }
 
 /// A summary's sections and 2-D flows.
@@ -585,21 +587,26 @@ impl Counted {
             trees: Trees::new(cfg.budget),
             pairs: (cfg.pairs > 0).then(|| PairTable::new(cfg.pairs)),
             cfg,
+            #[cfg(test)]
+            log: Vec::new(),
         }
     }
 
-    fn count(&mut self, departed: &[Departed]) {
-        self.trees.count(departed);
+    fn count<U: Update>(&mut self, updates: &[U]) {
+        #[cfg(test)]
+        self.log
+            .extend(updates.iter().map(|u| (*u.keys(), u.bytes(), u.packets())));
+        self.trees.count(updates);
         if let Some(t) = self.pairs.as_mut() {
-            for d in departed {
-                let k = &d.keys;
+            for d in updates {
+                let k = d.keys();
                 t.add(
                     k.tree_key(0),
                     k.tree_key(1),
                     k.sport,
                     k.dport,
-                    d.bytes,
-                    d.packets,
+                    d.bytes(),
+                    d.packets(),
                 );
             }
         }
@@ -631,52 +638,461 @@ impl Counted {
     }
 }
 
-/// Batches of departed flows a trees' thread may have waiting: enough to
-/// keep it busy while the reading thread fills the next, few enough to
-/// bound the memory (224 KiB a batch).
+/// The flow table ([`crate::flows`]) and its bypass state: counted on
+/// whichever thread has room for it (see [`Counter`]).
+struct Front {
+    flows: Option<FlowTable>,
+    /// Packets still to send past the flow table (see `flush`).
+    bypass: usize,
+    /// Packets the table counted, and flows it let go, since the last
+    /// judgement on bypassing it.
+    window: (usize, usize),
+}
+
+impl Front {
+    fn new(cfg: &ProfilerConfig) -> Front {
+        Front {
+            flows: (cfg.flow_slots > 0).then(|| FlowTable::new(cfg.flow_slots)),
+            bypass: 0,
+            window: (0, 0),
+        }
+    }
+
+    /// Counts a chunk of packets in the flow table, or hands them on as
+    /// tree updates when there is no table or it is bypassed; the flows
+    /// that leave go to `out`.
+    fn flush(&mut self, chunk: &[Pending], out: &mut Vec<Departed>) {
+        match self.flows.as_mut() {
+            Some(table) if self.bypass == 0 => {
+                let before = out.len();
+                table.add_batch(chunk, out);
+                // A table that lets a flow go for (nearly) every packet, as
+                // under a flood from random sources, only adds a lookup to
+                // what the trees do anyway: send the next packets past it.
+                self.window.0 += chunk.len();
+                self.window.1 += out.len() - before;
+                if self.window.0 >= BYPASS_WINDOW {
+                    if self.window.1 * 16 >= self.window.0 * 15 {
+                        self.bypass = BYPASS_PACKETS;
+                    }
+                    self.window = (0, 0);
+                }
+            }
+            _ => {
+                self.bypass = self.bypass.saturating_sub(chunk.len());
+                out.extend(chunk.iter().map(|&(keys, bytes)| Departed {
+                    keys,
+                    bytes,
+                    packets: 1,
+                }));
+            }
+        }
+    }
+
+    /// How many of the next `n` packets go past the table, chunk by chunk.
+    fn past(&self, n: usize) -> usize {
+        match self.flows {
+            None => n,
+            Some(_) => (self.bypass.div_ceil(CHUNK) * CHUNK).min(n),
+        }
+    }
+
+    /// Whether the table is past its start, when it takes every new flow
+    /// into an empty slot and lets few go: seven eighths full, or
+    /// bypassed, or absent. (A table that never fills holds every flow
+    /// of the run, and where it is counted matters little.)
+    fn warm(&self) -> bool {
+        self.bypass > 0
+            || self
+                .flows
+                .as_ref()
+                .is_none_or(|t| 8 * t.held() >= 7 * t.slots())
+    }
+
+    /// Every flow the table holds goes to `out`, least recently counted
+    /// first.
+    fn drain(&mut self, out: &mut Vec<Departed>) {
+        if let Some(table) = self.flows.as_mut() {
+            table.drain(out);
+        }
+    }
+}
+
+/// What is behind the table: the flows that left it, waiting to be counted
+/// in the trees, and what is [`Counted`].
+struct Back {
+    departed: Vec<Departed>,
+    counted: Counted,
+    /// Nanoseconds spent counting in the trees (see [`Placement`]).
+    trees_ns: u64,
+}
+
+impl Back {
+    fn new(cfg: ProfilerConfig) -> Back {
+        Back {
+            departed: Vec::with_capacity(TREE_BATCH + CHUNK),
+            counted: Counted::new(cfg),
+            trees_ns: 0,
+        }
+    }
+
+    /// Counts packets through `front`, `CHUNK` at a time, as they were
+    /// held. A long run of them that goes past the table (there is none,
+    /// or it is bypassed) is counted in the trees straight from `packets`,
+    /// after the flows that left the table before it: the same updates in
+    /// the same order as through `departed`, without copying every packet
+    /// into it.
+    fn count(&mut self, front: &mut Front, packets: &[Pending]) {
+        let mut rest = packets;
+        while !rest.is_empty() {
+            let past = front.past(rest.len());
+            let n = if past >= DIRECT_RUN {
+                front.bypass = front.bypass.saturating_sub(past);
+                self.count_departed();
+                self.count_trees(&rest[..past]);
+                past
+            } else {
+                let n = CHUNK.min(rest.len());
+                front.flush(&rest[..n], &mut self.departed);
+                self.count_if_full();
+                n
+            };
+            rest = &rest[n..];
+        }
+    }
+
+    /// Takes flows that left the table on another thread, in order: a
+    /// long run counted straight from `flows`, after those waiting.
+    fn take(&mut self, flows: &[Departed]) {
+        if flows.len() >= DIRECT_RUN {
+            self.count_departed();
+            self.count_trees(flows);
+        } else {
+            self.departed.extend_from_slice(flows);
+            self.count_if_full();
+        }
+    }
+
+    /// Counts the departed flows in the trees once `TREE_BATCH` wait.
+    fn count_if_full(&mut self) {
+        if self.departed.len() >= TREE_BATCH {
+            self.count_departed();
+        }
+    }
+
+    /// Counts the departed flows in the trees (and the 2-D view's table).
+    fn count_departed(&mut self) {
+        if self.departed.is_empty() {
+            return;
+        }
+        let t = std::time::Instant::now();
+        self.counted.count(&self.departed);
+        self.trees_ns += ns_since(t);
+        self.departed.clear();
+    }
+
+    /// Counts updates in the trees (and the 2-D view's table), timed.
+    fn count_trees<U: Update>(&mut self, updates: &[U]) {
+        let t = std::time::Instant::now();
+        self.counted.count(updates);
+        self.trees_ns += ns_since(t);
+    }
+
+    /// Everything held, in `front`'s table too, counted; then the
+    /// interval's sections and 2-D flows, the trees emptied.
+    fn summarize(&mut self, front: &mut Front) -> Summarized {
+        front.drain(&mut self.departed);
+        self.count_departed();
+        self.counted.summarize()
+    }
+}
+
+/// The table and what is behind it, on one thread.
+struct Behind {
+    front: Front,
+    back: Back,
+}
+
+impl Behind {
+    fn new(cfg: ProfilerConfig) -> Behind {
+        Behind {
+            front: Front::new(&cfg),
+            back: Back::new(cfg),
+        }
+    }
+
+    fn count(&mut self, packets: &[Pending]) {
+        self.back.count(&mut self.front, packets);
+    }
+
+    fn summarize(&mut self) -> Summarized {
+        self.back.summarize(&mut self.front)
+    }
+}
+
+/// Batches a counting thread may have waiting: enough to keep it busy
+/// while the reading thread fills the next, few enough to bound the memory
+/// (192 KiB a batch of packets, 224 KiB of departed flows).
 const QUEUED_BATCHES: usize = 4;
 
 enum Job {
-    Count(Vec<Departed>),
+    /// Packets, to count through the table there.
+    Packets(Vec<Pending>),
+    /// Flows that left the table on the reading thread.
+    Departed(Vec<Departed>),
     Summarize,
     Stop,
 }
 
-/// Where the trees are counted: on the caller's thread, or on a thread of
-/// their own that takes batches in order (so each tree sees its updates in
-/// the order they were made, and summaries are what counting inline gives)
-/// and hands the emptied batch vectors back.
+/// What the reading thread and the counting thread share.
+struct Shared {
+    /// The table, on the thread that counts it at the moment.
+    front: Mutex<Front>,
+    /// Batches of packets sent and not yet counted through the table: the
+    /// reading thread counts in the table itself only when there are none,
+    /// so that the table sees every packet in order.
+    packets_queued: AtomicUsize,
+    /// Nanoseconds the counting thread has spent on its jobs, and of those
+    /// counting in the trees.
+    busy_ns: AtomicU64,
+    trees_ns: AtomicU64,
+    /// Jobs the counting thread has done.
+    jobs_done: AtomicU64,
+    /// The reading thread, woken when `packets_queued` falls to 0.
+    reader: std::thread::Thread,
+}
+
+impl Shared {
+    /// A job begun at `begun` is done; `back`'s trees' time so far.
+    fn account(&self, begun: std::time::Instant, back: &Back) {
+        self.busy_ns.fetch_add(ns_since(begun), Ordering::Relaxed);
+        self.trees_ns.store(back.trees_ns, Ordering::Relaxed);
+        self.jobs_done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Where packets are counted: on the caller's thread, or on a thread of
+/// their own that takes batches in order (so the table and each tree see
+/// their updates in the order they were made, and summaries are what
+/// counting inline gives) and hands the emptied batch vectors back.
+///
+/// On their own thread, the table goes where there is room for it (see
+/// [`Placement`]): on the counting thread, the reading thread sends it
+/// packets and the counting thread counts them in the table and the trees;
+/// on the reading thread, it counts in the table itself, once every batch
+/// of packets sent has been through it, and sends the flows that leave.
+/// Where the reading is the larger part (a capture file read from the page
+/// cache, and traffic the table aggregates) the table stays on the
+/// counting thread: `profile -r` of 2,000,000 frames from 16,384 active
+/// flows 0.38-0.41 s against 0.46-0.47 with the table always on the
+/// reading thread; where the trees are (floods of new flows) or the
+/// packets come from memory, it comes to the reading thread (round 8 in
+/// bench/profile-throughput.md).
+// One a profiler, reached once a batch: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Counter {
-    Inline(Box<Counted>),
+    Inline(Box<Behind>),
     Thread {
-        jobs: std::sync::mpsc::SyncSender<Job>,
-        spare: std::sync::mpsc::Receiver<Vec<Departed>>,
-        done: std::sync::mpsc::Receiver<Summarized>,
+        jobs: SyncSender<Job>,
+        spare: Receiver<Vec<Pending>>,
+        spare_departed: Receiver<Vec<Departed>>,
+        done: Receiver<Summarized>,
         worker: Option<std::thread::JoinHandle<()>>,
+        shared: Arc<Shared>,
+        /// Whether the reading thread counts in the table.
+        table_here: Placement,
+        /// Packets counted in the table here since the last judgement.
+        here_packets: usize,
+        /// Flows that left the table on this thread, to send.
+        departed: Vec<Departed>,
     },
 }
 
+/// Where the table is counted. Over a window of batches, each thread's
+/// busy time is measured (the reading thread's wall time less its waits on
+/// the queue, the counting thread's time on its jobs), and with it the
+/// table's share (timed where it runs: on this thread each chunk, on the
+/// counting thread its jobs less the trees' time). The table moves if the
+/// busier thread, with the table's time moved to the other side, would
+/// take a tenth less than the busier thread now does. A move costs the
+/// reading thread a wait (for the packets sent to go through the table
+/// first), so a window starts at [`PLACEMENT_WINDOW`] batches and doubles,
+/// up to [`MAX_WINDOW`], each time the table moves back soon after it moved.
+struct Placement {
+    here: bool,
+    /// The table is past its start (see `Front::warm`): until then its
+    /// cost and the trees' say nothing of what follows, and nothing is
+    /// judged.
+    warm: bool,
+    /// Batches and packets in the current window.
+    batches: u32,
+    packets: u64,
+    /// Just after a move: the time a packet took in the window before it.
+    trial: Option<f64>,
+    window: u32,
+    /// Batches since the table last moved.
+    since_move: u32,
+    /// The window's start, and what was measured since.
+    start: std::time::Instant,
+    /// This thread's waits for the queue.
+    waited_ns: u64,
+    /// This thread's time in the table.
+    table_ns: u64,
+    /// The counting thread's counters at the window's start.
+    busy0: u64,
+    trees0: u64,
+    jobs0: u64,
+}
+
+/// The first window: 16 batches of 4096 packets.
+const PLACEMENT_WINDOW: u32 = 16;
+/// The longest window: 16 million packets.
+const MAX_WINDOW: u32 = 4096;
+/// The fewest jobs of the counting thread a window needs to be judged.
+const MIN_JOBS: u64 = 4;
+
+impl Placement {
+    /// The table starts on the reading thread: it then takes in the first
+    /// flows it holds there (while it fills, every packet is a new slot),
+    /// and moving it away costs no wait.
+    fn new() -> Placement {
+        Placement {
+            here: true,
+            warm: false,
+            batches: 0,
+            packets: 0,
+            trial: None,
+            window: PLACEMENT_WINDOW,
+            since_move: 0,
+            start: std::time::Instant::now(),
+            waited_ns: 0,
+            table_ns: 0,
+            busy0: 0,
+            trees0: 0,
+            jobs0: 0,
+        }
+    }
+
+    /// One batch counted; `here` may change.
+    fn judge(&mut self, shared: &Shared, packets: usize) {
+        if always_switch() {
+            self.here = !self.here;
+            return;
+        }
+        self.packets += packets as u64;
+        self.batches += 1;
+        self.since_move = self.since_move.saturating_add(1);
+        if !self.warm {
+            return;
+        }
+        // A window ends once the counting thread has done a few jobs in it
+        // (while the table holds most flows, the flows it lets go come
+        // seldom, and a window without them would not show the trees).
+        let jobs = shared.jobs_done.load(Ordering::Relaxed) - self.jobs0;
+        if self.batches < self.window || jobs < MIN_JOBS {
+            return;
+        }
+        let wall = self.start.elapsed().as_nanos() as u64;
+        let busy = shared.busy_ns.load(Ordering::Relaxed) - self.busy0;
+        let trees = shared.trees_ns.load(Ordering::Relaxed) - self.trees0;
+        let reading = wall.saturating_sub(self.waited_ns);
+        let (reading_moved, counting_moved) = if self.here {
+            let t = self.table_ns.min(reading);
+            (reading - t, busy + t)
+        } else {
+            let t = busy.saturating_sub(trees);
+            (reading + t, busy - t)
+        };
+        let now = reading.max(busy);
+        let moved = reading_moved.max(counting_moved);
+        let per_packet = wall as f64 / self.packets.max(1) as f64;
+        match self.trial.take() {
+            // The first window after a move: if the run went slower than
+            // in the window before it (the reading thread's own work can
+            // change with the table's place, which the estimate does not
+            // see), the table goes back.
+            Some(before) if per_packet > before => self.moved(),
+            Some(_) => {}
+            None if moved * 10 < now * 9 => {
+                self.moved();
+                self.trial = Some(per_packet);
+            }
+            None => {}
+        }
+        self.restart(shared);
+    }
+
+    /// The table moves.
+    fn moved(&mut self) {
+        self.here = !self.here;
+        if self.since_move <= 2 * self.window {
+            self.window = (self.window * 2).min(MAX_WINDOW);
+        }
+        self.since_move = 0;
+    }
+
+    /// A new window starts.
+    fn restart(&mut self, shared: &Shared) {
+        self.batches = 0;
+        self.packets = 0;
+        self.start = std::time::Instant::now();
+        self.waited_ns = 0;
+        self.table_ns = 0;
+        self.busy0 = shared.busy_ns.load(Ordering::Relaxed);
+        self.trees0 = shared.trees_ns.load(Ordering::Relaxed);
+        self.jobs0 = shared.jobs_done.load(Ordering::Relaxed);
+    }
+}
+
+/// Nanoseconds since `t`.
+fn ns_since(t: std::time::Instant) -> u64 {
+    t.elapsed().as_nanos() as u64
+}
+
 impl Counter {
-    /// A thread of their own for the trees; counting here if the system
-    /// gives no thread.
+    /// A thread of their own for the table and the trees; counting here if
+    /// the system gives no thread.
     fn on_thread(cfg: ProfilerConfig) -> Counter {
         use std::sync::mpsc::{channel, sync_channel};
         let (jobs, jobs_rx) = sync_channel::<Job>(QUEUED_BATCHES);
         let (spare_tx, spare) = channel();
+        let (spare_departed_tx, spare_departed) = channel();
         let (done_tx, done) = channel();
+        let shared = Arc::new(Shared {
+            front: Mutex::new(Front::new(&cfg)),
+            packets_queued: AtomicUsize::new(0),
+            busy_ns: AtomicU64::new(0),
+            trees_ns: AtomicU64::new(0),
+            jobs_done: AtomicU64::new(0),
+            reader: std::thread::current(),
+        });
+        let theirs = Arc::clone(&shared);
         let spawned = std::thread::Builder::new()
             .name("aguri-trees".into())
             .spawn(move || {
-                let mut counted = Counted::new(cfg);
+                let shared = theirs;
+                let mut back = Back::new(cfg);
                 for job in jobs_rx {
+                    let begun = std::time::Instant::now();
                     match job {
-                        Job::Count(mut batch) => {
-                            counted.count(&batch);
+                        Job::Packets(mut batch) => {
+                            back.count(&mut lock(&shared.front), &batch);
+                            shared.account(begun, &back);
+                            if shared.packets_queued.fetch_sub(1, Ordering::AcqRel) == 1 {
+                                shared.reader.unpark();
+                            }
                             batch.clear();
                             let _ = spare_tx.send(batch);
                         }
+                        Job::Departed(mut flows) => {
+                            back.take(&flows);
+                            shared.account(begun, &back);
+                            flows.clear();
+                            let _ = spare_departed_tx.send(flows);
+                        }
                         Job::Summarize => {
-                            if done_tx.send(counted.summarize()).is_err() {
+                            let s = back.summarize(&mut lock(&shared.front));
+                            if done_tx.send(s).is_err() {
                                 return;
                             }
                         }
@@ -688,30 +1104,100 @@ impl Counter {
             Ok(worker) => Counter::Thread {
                 jobs,
                 spare,
+                spare_departed,
                 done,
                 worker: Some(worker),
+                shared,
+                table_here: Placement::new(),
+                here_packets: 0,
+                departed: Vec::with_capacity(PACKET_BATCH),
             },
-            Err(_) => Counter::Inline(Box::new(Counted::new(cfg))),
+            Err(_) => Counter::Inline(Box::new(Behind::new(cfg))),
         }
     }
 
-    /// Counts `batch` (left empty, its capacity kept or replaced).
-    fn count(&mut self, batch: &mut Vec<Departed>) {
+    /// Counts `batch` (left empty, its capacity kept or replaced); returns
+    /// how many packets to hold before the next call.
+    fn count(&mut self, batch: &mut Vec<Pending>) -> usize {
         match self {
             Counter::Inline(c) => {
                 c.count(batch);
                 batch.clear();
+                CHUNK
             }
-            Counter::Thread { jobs, spare, .. } => {
-                if batch.is_empty() {
-                    return;
+            Counter::Thread {
+                jobs,
+                spare,
+                spare_departed,
+                shared,
+                table_here,
+                here_packets,
+                departed,
+                worker,
+                ..
+            } => {
+                if !table_here.here {
+                    if batch.is_empty() {
+                        return PACKET_BATCH;
+                    }
+                    let next = spare
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(PACKET_BATCH));
+                    let full = std::mem::replace(batch, next);
+                    let n = full.len();
+                    shared.packets_queued.fetch_add(1, Ordering::AcqRel);
+                    table_here.waited_ns += send(jobs, Job::Packets(full));
+                    table_here.judge(shared, n);
+                    if !table_here.here {
+                        return PACKET_BATCH;
+                    }
+                    // Every batch of packets sent goes through the table
+                    // before it counts here.
+                    while shared.packets_queued.load(Ordering::Acquire) > 0 {
+                        if worker.as_ref().is_none_or(|w| w.is_finished()) {
+                            worker_gone();
+                        }
+                        std::thread::park_timeout(std::time::Duration::from_millis(1));
+                    }
+                    table_here.restart(shared);
+                    return CHUNK;
                 }
-                let next = spare
-                    .try_recv()
-                    .unwrap_or_else(|_| Vec::with_capacity(batch.capacity()));
-                let full = std::mem::replace(batch, next);
-                jobs.send(Job::Count(full))
-                    .unwrap_or_else(|_| worker_gone());
+                // The table counts here, a chunk at a time while the keys
+                // are in L1; the flows that leave go over in batches.
+                let t = std::time::Instant::now();
+                let warm = {
+                    let mut front = lock(&shared.front);
+                    for chunk in batch.chunks(CHUNK) {
+                        front.flush(chunk, departed);
+                    }
+                    table_here.warm || front.warm()
+                };
+                table_here.table_ns += ns_since(t);
+                if !table_here.warm && warm {
+                    table_here.warm = true;
+                    table_here.restart(shared);
+                }
+                *here_packets += batch.len();
+                batch.clear();
+                if departed.len() >= PACKET_BATCH {
+                    table_here.waited_ns += send_departed(jobs, spare_departed, departed);
+                }
+                if *here_packets < PACKET_BATCH {
+                    return CHUNK;
+                }
+                #[cfg(test)]
+                HERE.fetch_add(1, Ordering::Relaxed);
+                table_here.judge(shared, std::mem::take(here_packets));
+                if table_here.here {
+                    return CHUNK;
+                }
+                // The flows that left here go before the packets that
+                // will go through the table there.
+                if !departed.is_empty() {
+                    send_departed(jobs, spare_departed, departed);
+                }
+                table_here.restart(shared);
+                PACKET_BATCH
             }
         }
     }
@@ -719,11 +1205,84 @@ impl Counter {
     fn summarize(&mut self) -> Summarized {
         match self {
             Counter::Inline(c) => c.summarize(),
-            Counter::Thread { jobs, done, .. } => {
+            Counter::Thread {
+                jobs,
+                done,
+                spare_departed,
+                departed,
+                shared,
+                table_here,
+                ..
+            } => {
+                if table_here.here {
+                    // The table is emptied here, while the counting thread
+                    // may still be busy with what came before.
+                    lock(&shared.front).drain(departed);
+                }
+                if !departed.is_empty() {
+                    send_departed(jobs, spare_departed, departed);
+                }
                 jobs.send(Job::Summarize).unwrap_or_else(|_| worker_gone());
                 done.recv().unwrap_or_else(|_| worker_gone())
             }
         }
+    }
+}
+
+/// Sends the flows that left the table here to the counting thread;
+/// returns how long it waited for room in the queue, in nanoseconds.
+fn send_departed(
+    jobs: &SyncSender<Job>,
+    spare: &Receiver<Vec<Departed>>,
+    departed: &mut Vec<Departed>,
+) -> u64 {
+    let next = spare
+        .try_recv()
+        .unwrap_or_else(|_| Vec::with_capacity(PACKET_BATCH + CHUNK));
+    let flows = std::mem::replace(departed, next);
+    send(jobs, Job::Departed(flows))
+}
+
+/// Sends `job`; returns how long it waited for room in the queue, in
+/// nanoseconds (0 without a wait).
+fn send(jobs: &SyncSender<Job>, job: Job) -> u64 {
+    match jobs.try_send(job) {
+        Ok(()) => 0,
+        Err(TrySendError::Full(job)) => {
+            let t = std::time::Instant::now();
+            jobs.send(job).unwrap_or_else(|_| worker_gone());
+            ns_since(t)
+        }
+        Err(TrySendError::Disconnected(_)) => worker_gone(),
+    }
+}
+
+/// The table's lock: only the two counting threads take it, one at a time
+/// by construction; a panic while one held it (a bug, never input) is
+/// passed on.
+fn lock(front: &Mutex<Front>) -> std::sync::MutexGuard<'_, Front> {
+    front.lock().unwrap_or_else(|_| worker_gone())
+}
+
+/// Tests set this to move the table back and forth between the threads
+/// every batch, whatever the load.
+#[cfg(test)]
+static ALWAYS_SWITCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Batches counted in the table on the reading thread (tests).
+#[cfg(test)]
+static HERE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Whether the table changes threads at every batch (tests only).
+#[inline]
+fn always_switch() -> bool {
+    #[cfg(test)]
+    {
+        ALWAYS_SWITCH.load(Ordering::Relaxed)
+    }
+    #[cfg(not(test))]
+    {
+        false
     }
 }
 
@@ -755,6 +1314,17 @@ fn index_start(index: u64, interval_ns: u64) -> u64 {
 mod tests {
     use super::*;
 
+    impl Profiler {
+        /// The table and trees of a profiler that counts on its caller's
+        /// thread.
+        fn behind(&self) -> &Behind {
+            match &self.counter {
+                Counter::Inline(b) => b,
+                Counter::Thread { .. } => panic!("this profiler counts on a thread"),
+            }
+        }
+    }
+
     fn key(src: &str, dst: &str, proto: u8, sp: u16, dp: u16) -> FlowKey {
         FlowKey {
             src: src.parse().unwrap(),
@@ -777,6 +1347,9 @@ mod tests {
                 flow_slots,
                 pairs: 512,
                 tree_thread,
+                // Every node with a count is an entry: a change in what the
+                // trees saw, or in what order, shows.
+                threshold: 0.0,
                 ..ProfilerConfig::default()
             }
             .build()
@@ -820,6 +1393,79 @@ mod tests {
         let (inline, threaded) = (run(false, 256), run(true, 256));
         assert_eq!(totals(&inline), totals(&threaded));
         assert_eq!(totals(&inline), totals(&run(false, 0)));
+        // With every table on the same seed, the table counted on the
+        // counting thread (through the flood's bypass and back) gives what
+        // it gives here, entry for entry.
+        crate::flows::FIXED_SEED.store(0x5eed, std::sync::atomic::Ordering::Relaxed);
+        let (inline, threaded) = (run(false, 256), run(true, 256));
+        assert!(inline.iter().all(|s| s.sections[0].entries.len() > 2));
+        assert!(inline == threaded, "the counting thread changed a summary");
+        // And with the table moving between the threads at every batch.
+        ALWAYS_SWITCH.store(true, Ordering::Relaxed);
+        let before = HERE.load(Ordering::Relaxed);
+        let switching = run(true, 256);
+        assert!(HERE.load(Ordering::Relaxed) >= before + 40);
+        assert!(inline == switching, "moving the table changed a summary");
+    }
+
+    /// Packets handed over in the counting thread's batches reach the
+    /// trees as the same updates, in the same order, as packets handed over
+    /// a chunk at a time on the caller's thread: through the table, past it
+    /// while a flood has it bypassed (where a long run goes to the trees
+    /// straight from the batch), and through it again.
+    #[test]
+    fn batches_give_the_trees_the_updates_chunks_give() {
+        use rand::{Rng, SeedableRng};
+        crate::flows::FIXED_SEED.store(0x5eed, std::sync::atomic::Ordering::Relaxed);
+        let cfg = ProfilerConfig {
+            budget: 64,
+            flow_slots: 256,
+            ..ProfilerConfig::default()
+        };
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
+        let mut packets: Vec<Pending> = Vec::new();
+        let busy = |i: u64| {
+            FlowKeys::new(
+                4,
+                6,
+                0x0a00_0000 | u128::from(i % 40),
+                0x0a00_0001,
+                40000,
+                80,
+            )
+        };
+        for i in 0..20_000u64 {
+            packets.push((busy(i), 100 + i % 7));
+        }
+        for _ in 0..30_000 {
+            let k = FlowKeys::new(
+                4,
+                17,
+                u128::from(rng.gen::<u32>()),
+                0x0a00_0001,
+                rng.gen(),
+                53,
+            );
+            packets.push((k, rng.gen_range(64..1519)));
+        }
+        for i in 0..BYPASS_PACKETS as u64 + 20_000 {
+            packets.push((busy(i), 200));
+        }
+        let (mut chunks, mut batches) = (Behind::new(cfg), Behind::new(cfg));
+        for c in packets.chunks(CHUNK) {
+            chunks.count(c);
+        }
+        for b in packets.chunks(PACKET_BATCH) {
+            batches.count(b);
+        }
+        chunks.summarize();
+        batches.summarize();
+        let (a, b) = (&chunks.back.counted.log, &batches.back.counted.log);
+        assert!(a.len() > 30_000 && a.len() < packets.len(), "{}", a.len());
+        assert!(
+            a == b,
+            "the batches gave the trees other updates, or in another order"
+        );
     }
 
     #[test]
@@ -916,9 +1562,11 @@ mod tests {
     #[test]
     fn a_flood_bypasses_the_flow_table_and_counts_stay_exact() {
         use rand::{Rng, SeedableRng};
+        // On this thread, so that the table's state can be looked at.
         let cfg = |flow_slots| ProfilerConfig {
             budget: 256,
             flow_slots,
+            tree_thread: false,
             ..Default::default()
         };
         let (mut p, mut q) = (cfg(1024).build().unwrap(), cfg(0).build().unwrap());
@@ -938,7 +1586,10 @@ mod tests {
             };
             both(&mut p, &mut q, &k, rng.gen_range(64..1519));
         }
-        assert!(p.bypass > 0, "a flood did not bypass the table");
+        assert!(
+            p.behind().front.bypass > 0,
+            "a flood did not bypass the table"
+        );
         // A few busy flows: once the bypass runs out the table is used again.
         let busy: Vec<FlowKey> = (0..8)
             .map(|i| key(&format!("150.65.1.{i}"), "10.0.0.1", 6, 40000 + i, 80))
@@ -946,9 +1597,13 @@ mod tests {
         for i in 0..BYPASS_PACKETS + 4 * BYPASS_WINDOW {
             both(&mut p, &mut q, &busy[i % busy.len()], 100);
         }
-        assert_eq!(p.bypass, 0, "the table was not tried again");
+        assert_eq!(p.behind().front.bypass, 0, "the table was not tried again");
         assert!(
-            p.flows.as_ref().is_some_and(|f| f.held() >= busy.len()),
+            p.behind()
+                .front
+                .flows
+                .as_ref()
+                .is_some_and(|f| f.held() >= busy.len()),
             "the busy flows are not held in the table"
         );
         let (a, b) = (p.finish().unwrap(), q.finish().unwrap());

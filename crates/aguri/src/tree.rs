@@ -368,7 +368,10 @@ impl PatriciaTree {
 
     /// Counts a full-length key. The hot path: one probe of the exact table
     /// when the key is already a leaf; otherwise a short walk from a hint.
-    #[inline]
+    /// Always inlined: the generic loops that call it (`Trees::count`, for
+    /// flows that left the flow table and for packets past it) were left
+    /// with a call per update, 9% more of the trees' time under a flood.
+    #[inline(always)]
     pub fn add(&mut self, key: u128, bytes: u64, packets: u64) {
         let h = self.exact_hash(key);
         if let Some(n) = self.exact.find(key, h, &self.nodes) {
