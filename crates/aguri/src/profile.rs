@@ -858,8 +858,9 @@ struct Shared {
     trees_ns: AtomicU64,
     /// Jobs the counting thread has done.
     jobs_done: AtomicU64,
-    /// The reading thread, woken when `packets_queued` falls to 0.
-    reader: std::thread::Thread,
+    /// The reading thread while it waits for `packets_queued` to fall to
+    /// 0, to be woken then (the profiler may have been built on another).
+    waiting: Mutex<Option<std::thread::Thread>>,
 }
 
 impl Shared {
@@ -1064,7 +1065,7 @@ impl Counter {
             busy_ns: AtomicU64::new(0),
             trees_ns: AtomicU64::new(0),
             jobs_done: AtomicU64::new(0),
-            reader: std::thread::current(),
+            waiting: Mutex::new(None),
         });
         let theirs = Arc::clone(&shared);
         let spawned = std::thread::Builder::new()
@@ -1079,7 +1080,10 @@ impl Counter {
                             back.count(&mut lock(&shared.front), &batch);
                             shared.account(begun, &back);
                             if shared.packets_queued.fetch_sub(1, Ordering::AcqRel) == 1 {
-                                shared.reader.unpark();
+                                if let Some(t) = shared.waiting.lock().ok().and_then(|w| w.clone())
+                                {
+                                    t.unpark();
+                                }
                             }
                             batch.clear();
                             let _ = spare_tx.send(batch);
@@ -1153,12 +1157,14 @@ impl Counter {
                     }
                     // Every batch of packets sent goes through the table
                     // before it counts here.
+                    set_waiting(shared, Some(std::thread::current()));
                     while shared.packets_queued.load(Ordering::Acquire) > 0 {
                         if worker.as_ref().is_none_or(|w| w.is_finished()) {
                             worker_gone();
                         }
                         std::thread::park_timeout(std::time::Duration::from_millis(1));
                     }
+                    set_waiting(shared, None);
                     table_here.restart(shared);
                     return CHUNK;
                 }
@@ -1254,6 +1260,14 @@ fn send(jobs: &SyncSender<Job>, job: Job) -> u64 {
             ns_since(t)
         }
         Err(TrySendError::Disconnected(_)) => worker_gone(),
+    }
+}
+
+/// Says which thread waits for the batches sent to be counted (`None`: no
+/// thread waits).
+fn set_waiting(shared: &Shared, t: Option<std::thread::Thread>) {
+    if let Ok(mut w) = shared.waiting.lock() {
+        *w = t;
     }
 }
 
