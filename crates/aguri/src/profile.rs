@@ -43,7 +43,7 @@ const PACKET_BATCH: usize = 64 * CHUNK;
 const TREE_BATCH: usize = 4096;
 
 /// The shortest run of packets past the flow table that is counted in the
-/// trees straight from a batch (see `Behind::count`); shorter runs wait in
+/// trees straight from a batch (see `Back::count`); shorter runs wait in
 /// `departed` for a longer batch, so that each tree gets a long run of
 /// updates while its nodes are in the cache.
 const DIRECT_RUN: usize = 1024;
@@ -679,7 +679,7 @@ impl Front {
                 }
             }
             _ => {
-                self.bypass = self.bypass.saturating_sub(chunk.len());
+                self.pass(chunk.len());
                 out.extend(chunk.iter().map(|&(keys, bytes)| Departed {
                     keys,
                     bytes,
@@ -695,6 +695,11 @@ impl Front {
             None => n,
             Some(_) => (self.bypass.div_ceil(CHUNK) * CHUNK).min(n),
         }
+    }
+
+    /// `n` packets went past the table.
+    fn pass(&mut self, n: usize) {
+        self.bypass = self.bypass.saturating_sub(n);
     }
 
     /// Whether the table is past its start, when it takes every new flow
@@ -747,7 +752,7 @@ impl Back {
         while !rest.is_empty() {
             let past = front.past(rest.len());
             let n = if past >= DIRECT_RUN {
-                front.bypass = front.bypass.saturating_sub(past);
+                front.pass(past);
                 self.count_departed();
                 self.count_trees(&rest[..past]);
                 past
@@ -883,11 +888,11 @@ impl Shared {
 /// on the reading thread, it counts in the table itself, once every batch
 /// of packets sent has been through it, and sends the flows that leave.
 /// Where the reading is the larger part (a capture file read from the page
-/// cache, and traffic the table aggregates) the table stays on the
-/// counting thread: `profile -r` of 2,000,000 frames from 16,384 active
-/// flows 0.38-0.41 s against 0.46-0.47 with the table always on the
-/// reading thread; where the trees are (floods of new flows) or the
-/// packets come from memory, it comes to the reading thread (round 8 in
+/// cache, and traffic the table aggregates) the table goes to the counting
+/// thread: `profile -r` of 2,000,000 frames from 16,384 active flows
+/// 0.38-0.42 s against 0.46-0.47 with the table always on the reading
+/// thread; where the trees are (floods of new flows) or the packets come
+/// from memory, it stays on the reading thread (round 8 in
 /// bench/profile-throughput.md).
 // One a profiler, reached once a batch: its size does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -1032,6 +1037,15 @@ impl Placement {
         self.since_move = 0;
     }
 
+    /// Whether the table is past its start now; the first window starts
+    /// when it first is.
+    fn warmed(&mut self, shared: &Shared, warm: bool) {
+        if warm && !self.warm {
+            self.warm = true;
+            self.restart(shared);
+        }
+    }
+
     /// A new window starts.
     fn restart(&mut self, shared: &Shared) {
         self.batches = 0;
@@ -1144,10 +1158,7 @@ impl Counter {
                     if batch.is_empty() {
                         return PACKET_BATCH;
                     }
-                    let next = spare
-                        .try_recv()
-                        .unwrap_or_else(|_| Vec::with_capacity(PACKET_BATCH));
-                    let full = std::mem::replace(batch, next);
+                    let full = swap_out(batch, spare, PACKET_BATCH);
                     let n = full.len();
                     shared.packets_queued.fetch_add(1, Ordering::AcqRel);
                     table_here.waited_ns += send(jobs, Job::Packets(full));
@@ -1179,10 +1190,7 @@ impl Counter {
                     table_here.warm || front.warm()
                 };
                 table_here.table_ns += ns_since(t);
-                if !table_here.warm && warm {
-                    table_here.warm = true;
-                    table_here.restart(shared);
-                }
+                table_here.warmed(shared, warm);
                 *here_packets += batch.len();
                 batch.clear();
                 if departed.len() >= PACKET_BATCH {
@@ -1242,11 +1250,17 @@ fn send_departed(
     spare: &Receiver<Vec<Departed>>,
     departed: &mut Vec<Departed>,
 ) -> u64 {
+    let flows = swap_out(departed, spare, PACKET_BATCH + CHUNK);
+    send(jobs, Job::Departed(flows))
+}
+
+/// Takes the filled `v` out, leaving in its place an emptied vector the
+/// counting thread handed back, or a new one of `capacity`.
+fn swap_out<T>(v: &mut Vec<T>, spare: &Receiver<Vec<T>>, capacity: usize) -> Vec<T> {
     let next = spare
         .try_recv()
-        .unwrap_or_else(|_| Vec::with_capacity(PACKET_BATCH + CHUNK));
-    let flows = std::mem::replace(departed, next);
-    send(jobs, Job::Departed(flows))
+        .unwrap_or_else(|_| Vec::with_capacity(capacity));
+    std::mem::replace(v, next)
 }
 
 /// Sends `job`; returns how long it waited for room in the queue, in
