@@ -268,19 +268,48 @@ impl ProfilerConfig {
     }
 }
 
-/// The four trees of one period.
+/// Trees of one period, each over one of a flow's keys: all four (a
+/// merge), or the two address trees or the two port trees (the profiler
+/// counts these apart, see [`Front`]).
 pub(crate) struct Trees {
-    pub(crate) t: [PatriciaTree; 4],
+    /// The key (`FlowKeys::tree_key`) and section of the first tree.
+    first: usize,
+    pub(crate) t: Vec<PatriciaTree>,
+    /// Every update counted, in order (tests).
+    #[cfg(test)]
+    log: Vec<(FlowKeys, u64, u64)>,
 }
 
 impl Trees {
+    /// All four: source and destination address, source and destination
+    /// port.
     pub(crate) fn new(budget: usize) -> Trees {
+        let mut t = Trees::addresses(budget);
+        t.t.extend(Trees::ports(budget).t);
+        t
+    }
+
+    /// The source and destination address trees.
+    fn addresses(budget: usize) -> Trees {
         let addr = || PatriciaTree::new(KeyKind::Address, budget, &[(V4_MAPPED, V4_MAPPED_LEN)]);
+        Trees {
+            first: 0,
+            t: vec![addr(), addr()],
+            #[cfg(test)]
+            log: Vec::new(),
+        }
+    }
+
+    /// The source and destination port trees.
+    fn ports(budget: usize) -> Trees {
         let v4 = port_key(4, 0, 0);
         let v6 = port_key(6, 0, 0);
         let port = || PatriciaTree::new(KeyKind::Port, budget, &[(v4, 8), (v6, 8)]);
         Trees {
-            t: [addr(), addr(), port(), port()],
+            first: 2,
+            t: vec![port(), port()],
+            #[cfg(test)]
+            log: Vec::new(),
         }
     }
 
@@ -292,29 +321,39 @@ impl Trees {
 
     /// Counts flows in the trees, one tree at a time.
     fn count<U: Update>(&mut self, flows: &[U]) {
-        for (i, tree) in self.t.iter_mut().enumerate() {
+        #[cfg(test)]
+        self.log
+            .extend(flows.iter().map(|u| (*u.keys(), u.bytes(), u.packets())));
+        /// One tree's run, its key chosen outside the loop.
+        fn run<U: Update>(tree: &mut PatriciaTree, flows: &[U], key: impl Fn(&FlowKeys) -> u128) {
             for d in flows {
-                tree.add(d.keys().tree_key(i), d.bytes(), d.packets());
+                tree.add(key(d.keys()), d.bytes(), d.packets());
+            }
+        }
+        for (i, tree) in self.t.iter_mut().enumerate() {
+            match self.first + i {
+                0 => run(tree, flows, |k| k.tree_key(0)),
+                1 => run(tree, flows, |k| k.tree_key(1)),
+                2 => run(tree, flows, |k| k.tree_key(2)),
+                _ => run(tree, flows, |k| k.tree_key(3)),
             }
         }
     }
 
+    /// The section of tree `i`.
+    fn section(&self, i: usize, metric: Metric, threshold: f64, coarsen: bool) -> Section {
+        let t = &self.t[i];
+        Section {
+            kind: SectionKind::ALL[self.first + i],
+            bytes: t.total_bytes(),
+            packets: t.total_packets(),
+            entries: t.aggregate_with(metric, threshold, coarsen),
+        }
+    }
+
+    /// The four sections, of a `Trees` that holds all four trees.
     pub(crate) fn sections(&self, metric: Metric, threshold: f64, coarsen: bool) -> [Section; 4] {
-        let sec = |i: usize, kind| {
-            let t = &self.t[i];
-            Section {
-                kind,
-                bytes: t.total_bytes(),
-                packets: t.total_packets(),
-                entries: t.aggregate_with(metric, threshold, coarsen),
-            }
-        };
-        [
-            sec(0, SectionKind::SrcAddress),
-            sec(1, SectionKind::DstAddress),
-            sec(2, SectionKind::SrcPort),
-            sec(3, SectionKind::DstPort),
-        ]
+        std::array::from_fn(|i| self.section(i, metric, threshold, coarsen))
     }
 }
 
@@ -346,16 +385,16 @@ struct Current {
 /// (`flow_slots: 0`) each tree sees its keys in arrival order, exactly what
 /// counting packet by packet gives.
 ///
-/// With `tree_thread` (the default) and a second CPU, the trees count on a
-/// thread of their own, batches taken in the order they were made, while
-/// the caller's thread reads and slices; the flow table counts on whichever
-/// of the two leaves the run faster, as measured while it runs (see
-/// `Counter` and `Placement`). A summary waits for every batch before it.
-/// The summaries are the same (tests compare them entry for entry, the
-/// table moved at every batch in one). Round 6 in
-/// bench/profile-throughput.md measured the trees' thread (21.5 Mpps
-/// against 17.1 on one thread, active-flows from frames), round 8 the
-/// table's placement.
+/// With `tree_thread` (the default) and a second CPU, the address trees
+/// count on a thread of their own, batches taken in the order they were
+/// made, while the caller's thread reads and slices; the flow table, and
+/// the port trees after it, count on whichever of the two leaves the run
+/// faster, as measured while it runs (see `Counter`, `Cut` and
+/// `Placement`). A summary waits for every batch before it. The summaries
+/// are the same (tests compare them entry for entry, the split moved at
+/// every batch in one). Round 6 in bench/profile-throughput.md measured
+/// the trees' thread (21.5 Mpps against 17.1 on one thread, active-flows
+/// from frames), round 8 the table's placement, round 9 the port trees'.
 pub struct Profiler {
     cfg: ProfilerConfig,
     counter: Counter,
@@ -567,15 +606,13 @@ impl Profiler {
     }
 }
 
-/// What is counted behind the flow table: the four trees and the 2-D
-/// view's table, with the settings their summaries need.
+/// What is counted behind the flow table: the two address trees and the
+/// 2-D view's table, with the settings their summaries need (the port
+/// trees count with the table, in [`Front`]).
 struct Counted {
-    trees: Trees,
+    addresses: Trees,
     pairs: Option<PairTable>,
     cfg: ProfilerConfig,
-    /// Every update counted, in order (tests).
-    #[cfg(test)]
-    log: Vec<(FlowKeys, u64, u64)>,
 }
 
 /// A summary's sections and 2-D flows.
@@ -584,19 +621,14 @@ type Summarized = ([Section; 4], Vec<crate::flows2d::Flow>);
 impl Counted {
     fn new(cfg: ProfilerConfig) -> Counted {
         Counted {
-            trees: Trees::new(cfg.budget),
+            addresses: Trees::addresses(cfg.budget),
             pairs: (cfg.pairs > 0).then(|| PairTable::new(cfg.pairs)),
             cfg,
-            #[cfg(test)]
-            log: Vec::new(),
         }
     }
 
     fn count<U: Update>(&mut self, updates: &[U]) {
-        #[cfg(test)]
-        self.log
-            .extend(updates.iter().map(|u| (*u.keys(), u.bytes(), u.packets())));
-        self.trees.count(updates);
+        self.addresses.count(updates);
         if let Some(t) = self.pairs.as_mut() {
             for d in updates {
                 let k = d.keys();
@@ -612,10 +644,15 @@ impl Counted {
         }
     }
 
-    /// The interval's sections and 2-D flows; then empties the trees.
-    fn summarize(&mut self) -> Summarized {
+    /// The interval's sections, from the address trees and `ports`, and
+    /// its 2-D flows; then empties the trees.
+    fn summarize(&mut self, ports: &mut Trees) -> Summarized {
         let cfg = &self.cfg;
-        let sections = self.trees.sections(cfg.metric, cfg.threshold, cfg.coarsen);
+        let (metric, threshold, coarsen) = (cfg.metric, cfg.threshold, cfg.coarsen);
+        let sections = std::array::from_fn(|i| match i {
+            0 | 1 => self.addresses.section(i, metric, threshold, coarsen),
+            _ => ports.section(i - 2, metric, threshold, coarsen),
+        });
         let flows = match self.pairs.as_mut() {
             Some(t) => {
                 let aggs = |i: usize| -> Vec<crate::label::Prefix> {
@@ -633,13 +670,18 @@ impl Counted {
             }
             None => Vec::new(),
         };
-        self.trees.clear();
+        self.addresses.clear();
+        ports.clear();
         (sections, flows)
     }
 }
 
-/// The flow table ([`crate::flows`]) and its bypass state: counted on
-/// whichever thread has room for it (see [`Counter`]).
+/// The flow table ([`crate::flows`]) and its bypass state, and the flows
+/// it let go (or that went past it) that wait to be counted in the trees:
+/// counted on whichever thread has room for it (see [`Counter`]). The
+/// flows wait until there are `TREE_BATCH` of them; then the port trees
+/// count them, and the address trees after them, wherever those are, each
+/// tree a long run while its nodes are in the cache.
 struct Front {
     flows: Option<FlowTable>,
     /// Packets still to send past the flow table (see `flush`).
@@ -647,6 +689,8 @@ struct Front {
     /// Packets the table counted, and flows it let go, since the last
     /// judgement on bypassing it.
     window: (usize, usize),
+    /// Flows that left the table, counted in no tree yet.
+    left: Vec<Departed>,
 }
 
 impl Front {
@@ -655,13 +699,15 @@ impl Front {
             flows: (cfg.flow_slots > 0).then(|| FlowTable::new(cfg.flow_slots)),
             bypass: 0,
             window: (0, 0),
+            left: Vec::with_capacity(PACKET_BATCH + CHUNK),
         }
     }
 
     /// Counts a chunk of packets in the flow table, or hands them on as
     /// tree updates when there is no table or it is bypassed; the flows
-    /// that leave go to `out`.
-    fn flush(&mut self, chunk: &[Pending], out: &mut Vec<Departed>) {
+    /// that leave wait in `left`.
+    fn flush(&mut self, chunk: &[Pending]) {
+        let out = &mut self.left;
         match self.flows.as_mut() {
             Some(table) if self.bypass == 0 => {
                 let before = out.len();
@@ -679,7 +725,7 @@ impl Front {
                 }
             }
             _ => {
-                self.pass(chunk.len());
+                self.bypass = self.bypass.saturating_sub(chunk.len());
                 out.extend(chunk.iter().map(|&(keys, bytes)| Departed {
                     keys,
                     bytes,
@@ -714,89 +760,85 @@ impl Front {
                 .is_none_or(|t| 8 * t.held() >= 7 * t.slots())
     }
 
-    /// Every flow the table holds goes to `out`, least recently counted
-    /// first.
-    fn drain(&mut self, out: &mut Vec<Departed>) {
+    /// Every flow the table holds leaves, least recently counted first.
+    fn drain(&mut self) {
         if let Some(table) = self.flows.as_mut() {
-            table.drain(out);
+            table.drain(&mut self.left);
         }
     }
 }
 
-/// What is behind the table: the flows that left it, waiting to be counted
-/// in the trees, and what is [`Counted`].
+/// What is behind the table and the port trees: the address trees and the
+/// 2-D view's table ([`Counted`]), and the time spent counting there and
+/// in the port trees when they are counted on this thread. The port trees
+/// (`Trees::ports`) are apart from the address trees, on the thread that
+/// counts the table or on this one, so that under a flood of new flows,
+/// when the table is bypassed and the trees are most of the work, the two
+/// threads can share the trees (round 9 in bench/profile-throughput.md).
 struct Back {
-    departed: Vec<Departed>,
     counted: Counted,
-    /// Nanoseconds spent counting in the trees (see [`Placement`]).
+    /// Nanoseconds spent counting in the address trees and in the port
+    /// trees (see [`Placement`]).
     trees_ns: u64,
+    ports_ns: u64,
 }
 
 impl Back {
     fn new(cfg: ProfilerConfig) -> Back {
         Back {
-            departed: Vec::with_capacity(TREE_BATCH + CHUNK),
             counted: Counted::new(cfg),
             trees_ns: 0,
+            ports_ns: 0,
         }
     }
 
-    /// Counts packets through `front`, `CHUNK` at a time, as they were
-    /// held. A long run of them that goes past the table (there is none,
-    /// or it is bypassed) is counted in the trees straight from `packets`,
-    /// after the flows that left the table before it: the same updates in
-    /// the same order as through `departed`, without copying every packet
-    /// into it.
-    fn count(&mut self, front: &mut Front, packets: &[Pending]) {
+    /// Counts packets through `front` and `ports`, `CHUNK` at a time, as
+    /// they were held. A long run of them that goes past the table (there
+    /// is none, or it is bypassed) is counted in the trees straight from
+    /// `packets`, after the flows that left the table before it: the same
+    /// updates in the same order as through `front.left`, without copying
+    /// every packet into it.
+    fn count(&mut self, front: &mut Front, ports: &mut Trees, packets: &[Pending]) {
         let mut rest = packets;
         while !rest.is_empty() {
             let past = front.past(rest.len());
             let n = if past >= DIRECT_RUN {
                 front.pass(past);
-                self.count_departed();
+                self.count_left(front, ports);
+                self.count_ports(ports, &rest[..past]);
                 self.count_trees(&rest[..past]);
                 past
             } else {
                 let n = CHUNK.min(rest.len());
-                front.flush(&rest[..n], &mut self.departed);
-                self.count_if_full();
+                front.flush(&rest[..n]);
+                if front.left.len() >= TREE_BATCH {
+                    self.count_left(front, ports);
+                }
                 n
             };
             rest = &rest[n..];
         }
     }
 
-    /// Takes flows that left the table on another thread, in order: a
-    /// long run counted straight from `flows`, after those waiting.
-    fn take(&mut self, flows: &[Departed]) {
-        if flows.len() >= DIRECT_RUN {
-            self.count_departed();
-            self.count_trees(flows);
-        } else {
-            self.departed.extend_from_slice(flows);
-            self.count_if_full();
-        }
-    }
-
-    /// Counts the departed flows in the trees once `TREE_BATCH` wait.
-    fn count_if_full(&mut self) {
-        if self.departed.len() >= TREE_BATCH {
-            self.count_departed();
-        }
-    }
-
-    /// Counts the departed flows in the trees (and the 2-D view's table).
-    fn count_departed(&mut self) {
-        if self.departed.is_empty() {
+    /// Counts the flows waiting in `front` in the port trees and here.
+    fn count_left(&mut self, front: &mut Front, ports: &mut Trees) {
+        if front.left.is_empty() {
             return;
         }
-        let t = std::time::Instant::now();
-        self.counted.count(&self.departed);
-        self.trees_ns += ns_since(t);
-        self.departed.clear();
+        self.count_ports(ports, &front.left);
+        self.count_trees(&front.left);
+        front.left.clear();
     }
 
-    /// Counts updates in the trees (and the 2-D view's table), timed.
+    /// Counts updates in the port trees, timed.
+    fn count_ports<U: Update>(&mut self, ports: &mut Trees, updates: &[U]) {
+        let t = std::time::Instant::now();
+        ports.count(updates);
+        self.ports_ns += ns_since(t);
+    }
+
+    /// Counts updates in the address trees (and the 2-D view's table),
+    /// timed.
     fn count_trees<U: Update>(&mut self, updates: &[U]) {
         let t = std::time::Instant::now();
         self.counted.count(updates);
@@ -805,16 +847,17 @@ impl Back {
 
     /// Everything held, in `front`'s table too, counted; then the
     /// interval's sections and 2-D flows, the trees emptied.
-    fn summarize(&mut self, front: &mut Front) -> Summarized {
-        front.drain(&mut self.departed);
-        self.count_departed();
-        self.counted.summarize()
+    fn summarize(&mut self, front: &mut Front, ports: &mut Trees) -> Summarized {
+        front.drain();
+        self.count_left(front, ports);
+        self.counted.summarize(ports)
     }
 }
 
 /// The table and what is behind it, on one thread.
 struct Behind {
     front: Front,
+    ports: Trees,
     back: Back,
 }
 
@@ -822,16 +865,17 @@ impl Behind {
     fn new(cfg: ProfilerConfig) -> Behind {
         Behind {
             front: Front::new(&cfg),
+            ports: Trees::ports(cfg.budget),
             back: Back::new(cfg),
         }
     }
 
     fn count(&mut self, packets: &[Pending]) {
-        self.back.count(&mut self.front, packets);
+        self.back.count(&mut self.front, &mut self.ports, packets);
     }
 
     fn summarize(&mut self) -> Summarized {
-        self.back.summarize(&mut self.front)
+        self.back.summarize(&mut self.front, &mut self.ports)
     }
 }
 
@@ -843,37 +887,79 @@ const QUEUED_BATCHES: usize = 4;
 enum Job {
     /// Packets, to count through the table there.
     Packets(Vec<Pending>),
-    /// Flows that left the table on the reading thread.
-    Departed(Vec<Departed>),
+    /// Flows that left the table on the reading thread, counted in the
+    /// port trees there or not.
+    Departed {
+        flows: Vec<Departed>,
+        ported: bool,
+    },
     Summarize,
     Stop,
 }
 
 /// What the reading thread and the counting thread share.
 struct Shared {
-    /// The table, on the thread that counts it at the moment.
+    /// The table, and the port trees, each on the thread that counts it
+    /// at the moment (see [`Cut`]).
     front: Mutex<Front>,
-    /// Batches of packets sent and not yet counted through the table: the
-    /// reading thread counts in the table itself only when there are none,
-    /// so that the table sees every packet in order.
-    packets_queued: AtomicUsize,
+    ports: Mutex<Trees>,
+    /// Batches sent and not yet counted: the reading thread takes a part
+    /// over only when there are none, so that each part sees every update
+    /// in order.
+    queued: AtomicUsize,
     /// Nanoseconds the counting thread has spent on its jobs, and of those
-    /// counting in the trees.
+    /// counting in the address trees and in the port trees.
     busy_ns: AtomicU64,
     trees_ns: AtomicU64,
+    ports_ns: AtomicU64,
     /// Jobs the counting thread has done.
     jobs_done: AtomicU64,
-    /// The reading thread while it waits for `packets_queued` to fall to
-    /// 0, to be woken then (the profiler may have been built on another).
+    /// The reading thread while it waits for `queued` to fall to 0, to be
+    /// woken then (the profiler may have been built on another).
     waiting: Mutex<Option<std::thread::Thread>>,
 }
 
 impl Shared {
-    /// A job begun at `begun` is done; `back`'s trees' time so far.
+    /// A job begun at `begun` is done; `back`'s times so far.
     fn account(&self, begun: std::time::Instant, back: &Back) {
         self.busy_ns.fetch_add(ns_since(begun), Ordering::Relaxed);
         self.trees_ns.store(back.trees_ns, Ordering::Relaxed);
+        self.ports_ns.store(back.ports_ns, Ordering::Relaxed);
         self.jobs_done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How far along the chain of work the reading thread goes: it always
+/// reads and slices; then the flow table, then the port trees, can be
+/// counted there or on the counting thread; the address trees and the 2-D
+/// view are always counted on the counting thread. Each part takes what
+/// the one before it gives, so the work splits at one place in the chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Cut {
+    /// The reading thread sends packets.
+    Reading,
+    /// It counts the table and sends the flows that leave.
+    Table,
+    /// It also counts them in the port trees.
+    Ports,
+}
+
+impl Cut {
+    /// One part more on the reading thread, or one fewer.
+    fn later(self) -> Option<Cut> {
+        match self {
+            Cut::Reading => Some(Cut::Table),
+            Cut::Table => Some(Cut::Ports),
+            Cut::Ports => None,
+        }
+    }
+
+    fn earlier(self) -> Option<Cut> {
+        match self {
+            Cut::Reading => None,
+            Cut::Table => Some(Cut::Reading),
+            Cut::Ports => Some(Cut::Table),
+        }
     }
 }
 
@@ -882,18 +968,17 @@ impl Shared {
 /// their updates in the order they were made, and summaries are what
 /// counting inline gives) and hands the emptied batch vectors back.
 ///
-/// On their own thread, the table goes where there is room for it (see
-/// [`Placement`]): on the counting thread, the reading thread sends it
-/// packets and the counting thread counts them in the table and the trees;
-/// on the reading thread, it counts in the table itself, once every batch
-/// of packets sent has been through it, and sends the flows that leave.
-/// Where the reading is the larger part (a capture file read from the page
-/// cache, and traffic the table aggregates) the table goes to the counting
+/// On their own thread, the work splits where there is room for it (see
+/// [`Cut`] and [`Placement`]): the reading thread sends packets, or counts
+/// the table itself (once every batch sent has been through it) and sends
+/// the flows that leave, or also counts those in the port trees. Where the
+/// reading is the larger part (a capture file read from the page cache,
+/// and traffic the table aggregates) the table goes to the counting
 /// thread: `profile -r` of 2,000,000 frames from 16,384 active flows
 /// 0.38-0.42 s against 0.46-0.47 with the table always on the reading
-/// thread; where the trees are (floods of new flows) or the packets come
-/// from memory, it stays on the reading thread (round 8 in
-/// bench/profile-throughput.md).
+/// thread (round 8 in bench/profile-throughput.md); where the trees are
+/// (floods of new flows), the port trees come to the reading thread too
+/// (round 9).
 // One a profiler, reached once a batch: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Counter {
@@ -905,27 +990,27 @@ enum Counter {
         done: Receiver<Summarized>,
         worker: Option<std::thread::JoinHandle<()>>,
         shared: Arc<Shared>,
-        /// Whether the reading thread counts in the table.
-        table_here: Placement,
+        /// Where the work splits, and the measurements that move it.
+        placement: Placement,
         /// Packets counted in the table here since the last judgement.
         here_packets: usize,
-        /// Flows that left the table on this thread, to send.
-        departed: Vec<Departed>,
     },
 }
 
-/// Where the table is counted. Over a window of batches, each thread's
-/// busy time is measured (the reading thread's wall time less its waits on
-/// the queue, the counting thread's time on its jobs), and with it the
-/// table's share (timed where it runs: on this thread each chunk, on the
-/// counting thread its jobs less the trees' time). The table moves if the
-/// busier thread, with the table's time moved to the other side, would
-/// take a tenth less than the busier thread now does. A move costs the
-/// reading thread a wait (for the packets sent to go through the table
-/// first), so a window starts at [`PLACEMENT_WINDOW`] batches and doubles,
-/// up to [`MAX_WINDOW`], each time the table moves back soon after it moved.
+/// Where the work splits ([`Cut`]). Over a window of batches, each
+/// thread's busy time is measured (the reading thread's wall time less its
+/// waits on the queue, the counting thread's time on its jobs), and with
+/// it the time of the parts that can move, where they run: the table (on
+/// this thread timed each batch; on the counting thread its jobs less the
+/// trees' time) and the port trees. The split moves by one part if the
+/// busier thread, with that part's time moved to the other side, would
+/// take a tenth less than the busier thread now does. A part that comes to
+/// the reading thread costs it a wait (for what was sent to go through the
+/// part first), so a window starts at [`PLACEMENT_WINDOW`] batches and
+/// doubles, up to [`MAX_WINDOW`], each time the split moves back soon
+/// after it moved.
 struct Placement {
-    here: bool,
+    cut: Cut,
     /// The table is past its start (see `Front::warm`): until then its
     /// cost and the trees' say nothing of what follows, and nothing is
     /// judged.
@@ -933,21 +1018,27 @@ struct Placement {
     /// Batches and packets in the current window.
     batches: u32,
     packets: u64,
-    /// Just after a move: the time a packet took in the window before it.
-    trial: Option<f64>,
+    /// Just after a move: where the split was, and the time a packet took
+    /// in the window before the move.
+    trial: Option<(Cut, f64)>,
     window: u32,
-    /// Batches since the table last moved.
+    /// Batches since the split last moved.
     since_move: u32,
     /// The window's start, and what was measured since.
     start: std::time::Instant,
     /// This thread's waits for the queue.
     waited_ns: u64,
-    /// This thread's time in the table.
+    /// This thread's time in the table and in the port trees.
     table_ns: u64,
+    ports_ns: u64,
     /// The counting thread's counters at the window's start.
     busy0: u64,
     trees0: u64,
+    ports0: u64,
     jobs0: u64,
+    /// Which way the split moves next under `always_switch` (tests).
+    #[cfg(test)]
+    forward: bool,
 }
 
 /// The first window: 16 batches of 4096 packets.
@@ -963,7 +1054,7 @@ impl Placement {
     /// and moving it away costs no wait.
     fn new() -> Placement {
         Placement {
-            here: true,
+            cut: Cut::Table,
             warm: false,
             batches: 0,
             packets: 0,
@@ -973,16 +1064,32 @@ impl Placement {
             start: std::time::Instant::now(),
             waited_ns: 0,
             table_ns: 0,
+            ports_ns: 0,
             busy0: 0,
             trees0: 0,
+            ports0: 0,
             jobs0: 0,
+            #[cfg(test)]
+            forward: true,
         }
     }
 
-    /// One batch counted; `here` may change.
+    /// One batch counted; `cut` may change.
     fn judge(&mut self, shared: &Shared, packets: usize) {
-        if always_switch() {
-            self.here = !self.here;
+        #[cfg(test)]
+        if ALWAYS_SWITCH.load(Ordering::Relaxed) {
+            let next = if self.forward {
+                self.cut.later()
+            } else {
+                self.cut.earlier()
+            };
+            match next {
+                Some(c) => self.cut = c,
+                None => {
+                    self.forward = !self.forward;
+                    self.judge(shared, packets);
+                }
+            }
             return;
         }
         self.packets += packets as u64;
@@ -1001,36 +1108,50 @@ impl Placement {
         let wall = self.start.elapsed().as_nanos() as u64;
         let busy = shared.busy_ns.load(Ordering::Relaxed) - self.busy0;
         let trees = shared.trees_ns.load(Ordering::Relaxed) - self.trees0;
+        let ports = shared.ports_ns.load(Ordering::Relaxed) - self.ports0;
         let reading = wall.saturating_sub(self.waited_ns);
-        let (reading_moved, counting_moved) = if self.here {
-            let t = self.table_ns.min(reading);
-            (reading - t, busy + t)
-        } else {
-            let t = busy.saturating_sub(trees);
-            (reading + t, busy - t)
+        // The time of the part that would come here, and of the one that
+        // would go there.
+        let coming = match self.cut {
+            Cut::Reading => busy.saturating_sub(trees + ports),
+            Cut::Table => ports.min(busy),
+            Cut::Ports => 0,
+        };
+        let going = match self.cut {
+            Cut::Reading => 0,
+            Cut::Table => self.table_ns.min(reading),
+            Cut::Ports => self.ports_ns.min(reading),
         };
         let now = reading.max(busy);
-        let moved = reading_moved.max(counting_moved);
+        let later = (reading + coming).max(busy - coming);
+        let earlier = (reading - going).max(busy + going);
         let per_packet = wall as f64 / self.packets.max(1) as f64;
         match self.trial.take() {
             // The first window after a move: if the run went slower than
             // in the window before it (the reading thread's own work can
-            // change with the table's place, which the estimate does not
-            // see), the table goes back.
-            Some(before) if per_packet > before => self.moved(),
+            // change with the split, which the estimate does not see), the
+            // split goes back.
+            Some((before, t)) if per_packet > t => self.moved(before),
             Some(_) => {}
-            None if moved * 10 < now * 9 => {
-                self.moved();
-                self.trial = Some(per_packet);
+            None => {
+                let to = match (self.cut.later(), self.cut.earlier()) {
+                    (Some(l), _) if later * 10 < now * 9 && later <= earlier => Some(l),
+                    (_, Some(e)) if earlier * 10 < now * 9 => Some(e),
+                    _ => None,
+                };
+                if let Some(to) = to {
+                    let from = self.cut;
+                    self.moved(to);
+                    self.trial = Some((from, per_packet));
+                }
             }
-            None => {}
         }
         self.restart(shared);
     }
 
-    /// The table moves.
-    fn moved(&mut self) {
-        self.here = !self.here;
+    /// The split moves.
+    fn moved(&mut self, to: Cut) {
+        self.cut = to;
         if self.since_move <= 2 * self.window {
             self.window = (self.window * 2).min(MAX_WINDOW);
         }
@@ -1053,8 +1174,10 @@ impl Placement {
         self.start = std::time::Instant::now();
         self.waited_ns = 0;
         self.table_ns = 0;
+        self.ports_ns = 0;
         self.busy0 = shared.busy_ns.load(Ordering::Relaxed);
         self.trees0 = shared.trees_ns.load(Ordering::Relaxed);
+        self.ports0 = shared.ports_ns.load(Ordering::Relaxed);
         self.jobs0 = shared.jobs_done.load(Ordering::Relaxed);
     }
 }
@@ -1075,9 +1198,11 @@ impl Counter {
         let (done_tx, done) = channel();
         let shared = Arc::new(Shared {
             front: Mutex::new(Front::new(&cfg)),
-            packets_queued: AtomicUsize::new(0),
+            ports: Mutex::new(Trees::ports(cfg.budget)),
+            queued: AtomicUsize::new(0),
             busy_ns: AtomicU64::new(0),
             trees_ns: AtomicU64::new(0),
+            ports_ns: AtomicU64::new(0),
             jobs_done: AtomicU64::new(0),
             waiting: Mutex::new(None),
         });
@@ -1091,25 +1216,25 @@ impl Counter {
                     let begun = std::time::Instant::now();
                     match job {
                         Job::Packets(mut batch) => {
-                            back.count(&mut lock(&shared.front), &batch);
+                            back.count(&mut lock(&shared.front), &mut lock(&shared.ports), &batch);
                             shared.account(begun, &back);
-                            if shared.packets_queued.fetch_sub(1, Ordering::AcqRel) == 1 {
-                                if let Some(t) = shared.waiting.lock().ok().and_then(|w| w.clone())
-                                {
-                                    t.unpark();
-                                }
-                            }
+                            done_one(&shared);
                             batch.clear();
                             let _ = spare_tx.send(batch);
                         }
-                        Job::Departed(mut flows) => {
-                            back.take(&flows);
+                        Job::Departed { mut flows, ported } => {
+                            if !ported {
+                                back.count_ports(&mut lock(&shared.ports), &flows);
+                            }
+                            back.count_trees(&flows);
                             shared.account(begun, &back);
+                            done_one(&shared);
                             flows.clear();
                             let _ = spare_departed_tx.send(flows);
                         }
                         Job::Summarize => {
-                            let s = back.summarize(&mut lock(&shared.front));
+                            let s =
+                                back.summarize(&mut lock(&shared.front), &mut lock(&shared.ports));
                             if done_tx.send(s).is_err() {
                                 return;
                             }
@@ -1126,9 +1251,8 @@ impl Counter {
                 done,
                 worker: Some(worker),
                 shared,
-                table_here: Placement::new(),
+                placement: Placement::new(),
                 here_packets: 0,
-                departed: Vec::with_capacity(PACKET_BATCH),
             },
             Err(_) => Counter::Inline(Box::new(Behind::new(cfg))),
         }
@@ -1148,70 +1272,78 @@ impl Counter {
                 spare,
                 spare_departed,
                 shared,
-                table_here,
+                placement,
                 here_packets,
-                departed,
                 worker,
                 ..
             } => {
-                if !table_here.here {
+                let before = placement.cut;
+                if before == Cut::Reading {
                     if batch.is_empty() {
                         return PACKET_BATCH;
                     }
                     let full = swap_out(batch, spare, PACKET_BATCH);
                     let n = full.len();
-                    shared.packets_queued.fetch_add(1, Ordering::AcqRel);
-                    table_here.waited_ns += send(jobs, Job::Packets(full));
-                    table_here.judge(shared, n);
-                    if !table_here.here {
-                        return PACKET_BATCH;
+                    shared.queued.fetch_add(1, Ordering::AcqRel);
+                    placement.waited_ns += send(jobs, Job::Packets(full));
+                    placement.judge(shared, n);
+                } else {
+                    // The table counts here, a chunk at a time while the
+                    // keys are in L1; the flows that leave go over in
+                    // batches, counted in the port trees here or there.
+                    let t = std::time::Instant::now();
+                    let (warm, left) = {
+                        let mut front = lock(&shared.front);
+                        for chunk in batch.chunks(CHUNK) {
+                            front.flush(chunk);
+                        }
+                        (placement.warm || front.warm(), {
+                            (front.left.len() >= PACKET_BATCH).then(|| {
+                                swap_out(&mut front.left, spare_departed, PACKET_BATCH + CHUNK)
+                            })
+                        })
+                    };
+                    placement.table_ns += ns_since(t);
+                    placement.warmed(shared, warm);
+                    *here_packets += batch.len();
+                    batch.clear();
+                    if let Some(flows) = left {
+                        placement.waited_ns += send_left(shared, jobs, placement, flows);
                     }
-                    // Every batch of packets sent goes through the table
-                    // before it counts here.
+                    if *here_packets < PACKET_BATCH {
+                        return CHUNK;
+                    }
+                    #[cfg(test)]
+                    {
+                        HERE.fetch_add(1, Ordering::Relaxed);
+                        if before == Cut::Ports {
+                            PORTS_HERE.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    placement.judge(shared, std::mem::take(here_packets));
+                }
+                let after = placement.cut;
+                if after > before {
+                    // A part comes here: everything sent goes through it
+                    // there first.
                     set_waiting(shared, Some(std::thread::current()));
-                    while shared.packets_queued.load(Ordering::Acquire) > 0 {
+                    while shared.queued.load(Ordering::Acquire) > 0 {
                         if worker.as_ref().is_none_or(|w| w.is_finished()) {
                             worker_gone();
                         }
                         std::thread::park_timeout(std::time::Duration::from_millis(1));
                     }
                     set_waiting(shared, None);
-                    table_here.restart(shared);
-                    return CHUNK;
                 }
-                // The table counts here, a chunk at a time while the keys
-                // are in L1; the flows that leave go over in batches.
-                let t = std::time::Instant::now();
-                let warm = {
-                    let mut front = lock(&shared.front);
-                    for chunk in batch.chunks(CHUNK) {
-                        front.flush(chunk, departed);
-                    }
-                    table_here.warm || front.warm()
-                };
-                table_here.table_ns += ns_since(t);
-                table_here.warmed(shared, warm);
-                *here_packets += batch.len();
-                batch.clear();
-                if departed.len() >= PACKET_BATCH {
-                    table_here.waited_ns += send_departed(jobs, spare_departed, departed);
+                if after != before {
+                    // (The flows that left here and wait go with the
+                    // table, to be counted before the packets sent next.)
+                    placement.restart(shared);
                 }
-                if *here_packets < PACKET_BATCH {
-                    return CHUNK;
+                match after {
+                    Cut::Reading => PACKET_BATCH,
+                    _ => CHUNK,
                 }
-                #[cfg(test)]
-                HERE.fetch_add(1, Ordering::Relaxed);
-                table_here.judge(shared, std::mem::take(here_packets));
-                if table_here.here {
-                    return CHUNK;
-                }
-                // The flows that left here go before the packets that
-                // will go through the table there.
-                if !departed.is_empty() {
-                    send_departed(jobs, spare_departed, departed);
-                }
-                table_here.restart(shared);
-                PACKET_BATCH
             }
         }
     }
@@ -1223,18 +1355,23 @@ impl Counter {
                 jobs,
                 done,
                 spare_departed,
-                departed,
                 shared,
-                table_here,
+                placement,
                 ..
             } => {
-                if table_here.here {
+                if placement.cut > Cut::Reading {
                     // The table is emptied here, while the counting thread
                     // may still be busy with what came before.
-                    lock(&shared.front).drain(departed);
-                }
-                if !departed.is_empty() {
-                    send_departed(jobs, spare_departed, departed);
+                    let left = {
+                        let mut front = lock(&shared.front);
+                        front.drain();
+                        (!front.left.is_empty()).then(|| {
+                            swap_out(&mut front.left, spare_departed, PACKET_BATCH + CHUNK)
+                        })
+                    };
+                    if let Some(flows) = left {
+                        send_left(shared, jobs, placement, flows);
+                    }
                 }
                 jobs.send(Job::Summarize).unwrap_or_else(|_| worker_gone());
                 done.recv().unwrap_or_else(|_| worker_gone())
@@ -1243,15 +1380,33 @@ impl Counter {
     }
 }
 
-/// Sends the flows that left the table here to the counting thread;
-/// returns how long it waited for room in the queue, in nanoseconds.
-fn send_departed(
+/// Sends flows that left the table here to the counting thread, counted
+/// in the port trees first if they are here; returns how long it waited
+/// for room in the queue, in nanoseconds.
+fn send_left(
+    shared: &Shared,
     jobs: &SyncSender<Job>,
-    spare: &Receiver<Vec<Departed>>,
-    departed: &mut Vec<Departed>,
+    placement: &mut Placement,
+    flows: Vec<Departed>,
 ) -> u64 {
-    let flows = swap_out(departed, spare, PACKET_BATCH + CHUNK);
-    send(jobs, Job::Departed(flows))
+    let ported = placement.cut == Cut::Ports;
+    if ported {
+        let t = std::time::Instant::now();
+        lock(&shared.ports).count(&flows);
+        placement.ports_ns += ns_since(t);
+    }
+    shared.queued.fetch_add(1, Ordering::AcqRel);
+    send(jobs, Job::Departed { flows, ported })
+}
+
+/// A job is done: the reading thread, if it waits for the queue to empty,
+/// is woken when it has.
+fn done_one(shared: &Shared) {
+    if shared.queued.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if let Some(t) = shared.waiting.lock().ok().and_then(|w| w.clone()) {
+            t.unpark();
+        }
+    }
 }
 
 /// Takes the filled `v` out, leaving in its place an emptied vector the
@@ -1285,34 +1440,24 @@ fn set_waiting(shared: &Shared, t: Option<std::thread::Thread>) {
     }
 }
 
-/// The table's lock: only the two counting threads take it, one at a time
-/// by construction; a panic while one held it (a bug, never input) is
-/// passed on.
-fn lock(front: &Mutex<Front>) -> std::sync::MutexGuard<'_, Front> {
-    front.lock().unwrap_or_else(|_| worker_gone())
+/// The lock of a part that moves between the threads: only the two
+/// counting threads take it, one at a time by construction; a panic while
+/// one held it (a bug, never input) is passed on.
+fn lock<T>(part: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    part.lock().unwrap_or_else(|_| worker_gone())
 }
 
-/// Tests set this to move the table back and forth between the threads
-/// every batch, whatever the load.
+/// Tests set this to move the split by one part at every batch, back and
+/// forth between its ends, whatever the load.
 #[cfg(test)]
 static ALWAYS_SWITCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Batches counted in the table on the reading thread (tests).
+/// Batches counted in the table on the reading thread, and of those with
+/// the port trees there too (tests).
 #[cfg(test)]
 static HERE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Whether the table changes threads at every batch (tests only).
-#[inline]
-fn always_switch() -> bool {
-    #[cfg(test)]
-    {
-        ALWAYS_SWITCH.load(Ordering::Relaxed)
-    }
-    #[cfg(not(test))]
-    {
-        false
-    }
-}
+#[cfg(test)]
+static PORTS_HERE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Drop for Counter {
     fn drop(&mut self) {
@@ -1431,8 +1576,10 @@ mod tests {
         // And with the table moving between the threads at every batch.
         ALWAYS_SWITCH.store(true, Ordering::Relaxed);
         let before = HERE.load(Ordering::Relaxed);
+        let ports_before = PORTS_HERE.load(Ordering::Relaxed);
         let switching = run(true, 256);
         assert!(HERE.load(Ordering::Relaxed) >= before + 40);
+        assert!(PORTS_HERE.load(Ordering::Relaxed) >= ports_before + 20);
         assert!(inline == switching, "moving the table changed a summary");
     }
 
@@ -1488,11 +1635,18 @@ mod tests {
         }
         chunks.summarize();
         batches.summarize();
-        let (a, b) = (&chunks.back.counted.log, &batches.back.counted.log);
+        let (a, b) = (
+            &chunks.back.counted.addresses.log,
+            &batches.back.counted.addresses.log,
+        );
         assert!(a.len() > 30_000 && a.len() < packets.len(), "{}", a.len());
         assert!(
             a == b,
             "the batches gave the trees other updates, or in another order"
+        );
+        assert!(
+            chunks.ports.log == *a && batches.ports.log == *a,
+            "the port trees were given other updates than the address trees"
         );
     }
 
