@@ -43,9 +43,9 @@ const PACKET_BATCH: usize = 64 * CHUNK;
 const TREE_BATCH: usize = 4096;
 
 /// The shortest run of packets past the flow table that is counted in the
-/// trees straight from a batch (see `Back::count`); shorter runs wait in
-/// `departed` for a longer batch, so that each tree gets a long run of
-/// updates while its nodes are in the cache.
+/// trees straight from a batch (see `Back::count`); shorter runs wait with
+/// the table (`Front::left`) for a longer batch, so that each tree gets a
+/// long run of updates while its nodes are in the cache.
 const DIRECT_RUN: usize = 1024;
 
 /// Packets over which the table's departures are judged (see `flush`).
@@ -375,9 +375,10 @@ struct Current {
 /// Packets are counted in batches: every `CHUNK` (64) packets' keys are
 /// counted in the flow table ([`crate::flows`]), and the flows it lets go
 /// wait until there are `TREE_BATCH` (4096) of them; then they are counted
-/// in the source tree, then in the destination tree, and so on, so that
-/// each tree's nodes stay in the core's cache while it works (the four
-/// trees together are larger than a typical L2 cache). Everything held,
+/// in the source port tree, then in the destination port tree, the source
+/// address tree and the destination address tree, so that each tree's
+/// nodes stay in the core's cache while it works (the four trees together
+/// are larger than a typical L2 cache). Everything held,
 /// and every flow the table holds, is counted before its interval's
 /// summary is made, so each summary's totals are exactly its packets and
 /// bytes. Batching never changes a summary: the trees are independent, and
