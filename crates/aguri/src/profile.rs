@@ -708,9 +708,9 @@ impl Front {
     /// tree updates when there is no table or it is bypassed; the flows
     /// that leave wait in `left`.
     fn flush(&mut self, chunk: &[Pending]) {
-        let out = &mut self.left;
         match self.flows.as_mut() {
             Some(table) if self.bypass == 0 => {
+                let out = &mut self.left;
                 let before = out.len();
                 table.add_batch(chunk, out);
                 // A table that lets a flow go for (nearly) every packet, as
@@ -726,12 +726,13 @@ impl Front {
                 }
             }
             _ => {
-                self.bypass = self.bypass.saturating_sub(chunk.len());
-                out.extend(chunk.iter().map(|&(keys, bytes)| Departed {
-                    keys,
-                    bytes,
-                    packets: 1,
-                }));
+                self.pass(chunk.len());
+                self.left
+                    .extend(chunk.iter().map(|&(keys, bytes)| Departed {
+                        keys,
+                        bytes,
+                        packets: 1,
+                    }));
             }
         }
     }
@@ -1298,11 +1299,11 @@ impl Counter {
                         for chunk in batch.chunks(CHUNK) {
                             front.flush(chunk);
                         }
-                        (placement.warm || front.warm(), {
-                            (front.left.len() >= PACKET_BATCH).then(|| {
-                                swap_out(&mut front.left, spare_departed, PACKET_BATCH + CHUNK)
-                            })
-                        })
+                        let full = front.left.len() >= PACKET_BATCH;
+                        (
+                            placement.warm || front.warm(),
+                            full.then(|| take_left(&mut front, spare_departed)),
+                        )
                     };
                     placement.table_ns += ns_since(t);
                     placement.warmed(shared, warm);
@@ -1366,9 +1367,7 @@ impl Counter {
                     let left = {
                         let mut front = lock(&shared.front);
                         front.drain();
-                        (!front.left.is_empty()).then(|| {
-                            swap_out(&mut front.left, spare_departed, PACKET_BATCH + CHUNK)
-                        })
+                        (!front.left.is_empty()).then(|| take_left(&mut front, spare_departed))
                     };
                     if let Some(flows) = left {
                         send_left(shared, jobs, placement, flows);
@@ -1379,6 +1378,12 @@ impl Counter {
             }
         }
     }
+}
+
+/// The flows waiting with the table, taken out to send, an emptied vector
+/// in their place.
+fn take_left(front: &mut Front, spare: &Receiver<Vec<Departed>>) -> Vec<Departed> {
+    swap_out(&mut front.left, spare, PACKET_BATCH + CHUNK)
 }
 
 /// Sends flows that left the table here to the counting thread, counted
