@@ -219,7 +219,7 @@ fn run(name: &str, t: &Trace) {
                     black_box(s);
                 }
             }
-            let s = p.finish().expect("one summary");
+            let s = p.finish().pop().expect("one summary");
             s.sections[0].entries.len() as u64
         })
     };
@@ -236,7 +236,7 @@ fn run(name: &str, t: &Trace) {
                     black_box(s);
                 }
             }
-            let s = p.finish().expect("one summary");
+            let s = p.finish().pop().expect("one summary");
             s.sections[0].entries.len() as u64
         })
     };

@@ -16,7 +16,7 @@ use core::net::IpAddr;
 use wire::{FlowBits, LinkType, Slice};
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 
 use crate::flows::{Departed, FlowKeys, FlowTable};
@@ -253,7 +253,10 @@ impl ProfilerConfig {
         let counter = if self.tree_thread && second_cpu {
             Counter::on_thread(self)
         } else {
-            Counter::Inline(Box::new(Behind::new(self)))
+            Counter::Inline {
+                behind: Box::new(Behind::new(self)),
+                finished: None,
+            }
         };
         Ok(Profiler {
             counter,
@@ -264,6 +267,7 @@ impl ProfilerConfig {
             current: None,
             non_ip: (0, 0),
             closed_by_time: false,
+            closing: None,
         })
     }
 }
@@ -368,9 +372,12 @@ struct Current {
 }
 
 /// The running profiler: feed it packets with [`add`](Self::add) or
-/// [`add_frame`](Self::add_frame); it hands back each interval's summary
-/// when the first packet of a later interval arrives, and the last one from
-/// [`finish`](Self::finish). Memory is fixed by the node budget.
+/// [`add_frame`](Self::add_frame); it hands back each interval's summary,
+/// in order, after the first packet of a later interval arrives (counting
+/// inline, from that packet's call; on the counting thread, from the first
+/// call to `add`, [`advance`](Self::advance) or [`finish`](Self::finish)
+/// after the summary is made), and the last ones from `finish`. Memory is
+/// fixed by the node budget.
 ///
 /// Packets are counted in batches: every `CHUNK` (64) packets' keys are
 /// counted in the flow table ([`crate::flows`]), and the flows it lets go
@@ -391,11 +398,14 @@ struct Current {
 /// made, while the caller's thread reads and slices; the flow table, and
 /// the port trees after it, count on whichever of the two leaves the run
 /// faster, as measured while it runs (see `Counter`, `Cut` and
-/// `Placement`). A summary waits for every batch before it. The summaries
-/// are the same (tests compare them entry for entry, the split moved at
-/// every batch in one). Round 6 in bench/profile-throughput.md measured
-/// the trees' thread (21.5 Mpps against 17.1 on one thread, active-flows
-/// from frames), round 8 the table's placement, round 9 the port trees'.
+/// `Placement`). A summary counts every batch before it, and is made on
+/// the counting thread while this one reads the next interval into a
+/// fresh table (see `Counter::begin_summary`); one is made at a time. The
+/// summaries are the same (tests compare them entry for entry, the split
+/// moved at every batch in one). Round 6 in bench/profile-throughput.md
+/// measured the trees' thread (21.5 Mpps against 17.1 on one thread,
+/// active-flows from frames), round 8 the table's placement, round 9 the
+/// port trees', round 10 the summaries made while reading on.
 pub struct Profiler {
     cfg: ProfilerConfig,
     counter: Counter,
@@ -410,6 +420,15 @@ pub struct Profiler {
     /// starts at its boundary, not at its first packet (only the first
     /// interval of a run starts at its first packet, as aguri's does).
     closed_by_time: bool,
+    /// The interval whose summary is being made, if one is.
+    closing: Option<Closing>,
+}
+
+/// What a summary being made needs besides the counts.
+struct Closing {
+    start_ns: u64,
+    end_ns: u64,
+    non_ip: (u64, u64),
 }
 
 impl Profiler {
@@ -468,7 +487,7 @@ impl Profiler {
                     next_ns,
                     last_ns: ts_ns,
                 });
-                Some(done)
+                done
             }
             None => {
                 let start_ns = if self.closed_by_time {
@@ -513,21 +532,32 @@ impl Profiler {
     #[inline]
     fn add_keys(&mut self, ts_ns: u64, keys: FlowKeys, bytes: u32) -> Option<Summary> {
         if self.in_current(ts_ns) {
-            self.hold(keys, bytes);
-            return None;
+            return self.hold(keys, bytes);
         }
         let done = self.enter(ts_ns);
-        self.hold(keys, bytes);
-        done
-    }
-
-    /// Holds one packet for the counter, which takes them every `batch`.
-    #[inline(always)]
-    fn hold(&mut self, keys: FlowKeys, bytes: u32) {
+        // (The summary just begun is taken at a later batch.)
         self.pending.push((keys, u64::from(bytes)));
         if self.pending.len() >= self.batch {
             self.batch = self.counter.count(&mut self.pending);
         }
+        done
+    }
+
+    /// Holds one packet for the counter, which takes them every `batch`;
+    /// then, a summary made since the last batch, if any.
+    #[inline(always)]
+    fn hold(&mut self, keys: FlowKeys, bytes: u32) -> Option<Summary> {
+        self.pending.push((keys, u64::from(bytes)));
+        if self.pending.len() >= self.batch {
+            return self.count_held();
+        }
+        None
+    }
+
+    #[inline(never)]
+    fn count_held(&mut self) -> Option<Summary> {
+        self.batch = self.counter.count(&mut self.pending);
+        self.take_closing(false)
     }
 
     /// Counts a captured frame: slices it and counts it under its IP
@@ -572,38 +602,73 @@ impl Profiler {
 
     /// For a live source with no packets for a while: if `now_ns` lies in a
     /// later interval than the current one, the current one is finished.
-    pub fn advance(&mut self, now_ns: u64) -> Option<Summary> {
-        let c = self.current?;
-        if self.cfg.interval_ns == 0 || self.index(now_ns) <= c.index {
-            return None;
-        }
+    /// Returns the summaries made since the last call, oldest first: one
+    /// being made when the call came, if it is ready (or, if the current
+    /// interval finishes, once it is), and the current interval's.
+    pub fn advance(&mut self, now_ns: u64) -> Vec<Summary> {
+        let mut out = Vec::new();
+        let ends = self
+            .current
+            .filter(|c| self.cfg.interval_ns > 0 && self.index(now_ns) > c.index);
+        let Some(c) = ends else {
+            out.extend(self.take_closing(false));
+            return out;
+        };
         self.current = None;
         self.closed_by_time = true;
-        Some(self.summary(c.start_ns, c.next_ns))
+        out.extend(self.summary(c.start_ns, c.next_ns));
+        out.extend(self.take_closing(true));
+        out
     }
 
-    /// The last, partial interval (ending at its last packet), if any packet came.
-    pub fn finish(&mut self) -> Option<Summary> {
-        let c = self.current.take()?;
-        Some(self.summary(c.start_ns, c.last_ns))
+    /// The last, partial interval (ending at its last packet), if any packet
+    /// came, after the one before it if its summary is still being made.
+    pub fn finish(&mut self) -> Vec<Summary> {
+        let mut out: Vec<Summary> = self.take_closing(true).into_iter().collect();
+        if let Some(c) = self.current.take() {
+            out.extend(self.summary(c.start_ns, c.last_ns));
+            out.extend(self.take_closing(true));
+        }
+        out
     }
 
-    fn summary(&mut self, start_ns: u64, end_ns: u64) -> Summary {
+    /// Ends an interval: everything held is counted, and its summary begun
+    /// (on the counting thread, made while the next interval's packets are
+    /// read; taken at a later batch, see [`Counter::begin_summary`]).
+    /// Returns the summary before it if that was still being made (it is
+    /// waited for: one at a time), or this one if it is made already.
+    fn summary(&mut self, start_ns: u64, end_ns: u64) -> Option<Summary> {
         // The held packets and flows belong to this interval.
         self.batch = self.counter.count(&mut self.pending);
-        let (sections, flows) = self.counter.summarize();
-        let s = Summary {
+        let before = self.take_closing(true);
+        self.closing = Some(Closing {
             start_ns,
             end_ns,
+            non_ip: std::mem::take(&mut self.non_ip),
+        });
+        self.counter.begin_summary();
+        self.batch = match self.counter {
+            Counter::Thread { .. } => CHUNK,
+            Counter::Inline { .. } => self.batch,
+        };
+        before.or_else(|| self.take_closing(false))
+    }
+
+    /// The summary being made, if it is (`wait`: once it is).
+    fn take_closing(&mut self, wait: bool) -> Option<Summary> {
+        self.closing.as_ref()?;
+        let (sections, flows) = self.counter.take_summary(wait)?;
+        let c = self.closing.take()?;
+        Some(Summary {
+            start_ns: c.start_ns,
+            end_ns: c.end_ns,
             metric: self.cfg.metric,
             threshold: self.cfg.threshold,
-            non_ip_bytes: self.non_ip.0,
-            non_ip_packets: self.non_ip.1,
+            non_ip_bytes: c.non_ip.0,
+            non_ip_packets: c.non_ip.1,
             sections,
             flows,
-        };
-        self.non_ip = (0, 0);
-        s
+        })
     }
 }
 
@@ -895,6 +960,8 @@ enum Job {
         flows: Vec<Departed>,
         ported: bool,
     },
+    /// The table set aside (`Shared::closing`) drained into the trees, and
+    /// the interval's summary made from them.
     Summarize,
     Stop,
 }
@@ -905,6 +972,10 @@ struct Shared {
     /// at the moment (see [`Cut`]).
     front: Mutex<Front>,
     ports: Mutex<Trees>,
+    /// The table of the interval being summarized on the counting thread,
+    /// while the next interval's counts in `front` (see
+    /// [`Counter::begin_summary`]); empty between summaries.
+    closing: Mutex<Front>,
     /// Batches sent and not yet counted: the reading thread takes a part
     /// over only when there are none, so that each part sees every update
     /// in order.
@@ -984,7 +1055,11 @@ impl Cut {
 // One a profiler, reached once a batch: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Counter {
-    Inline(Box<Behind>),
+    Inline {
+        behind: Box<Behind>,
+        /// The last summary made, not yet taken.
+        finished: Option<Summarized>,
+    },
     Thread {
         jobs: SyncSender<Job>,
         spare: Receiver<Vec<Pending>>,
@@ -996,6 +1071,11 @@ enum Counter {
         placement: Placement,
         /// Packets counted in the table here since the last judgement.
         here_packets: usize,
+        /// A summary is being made on the counting thread: where the split
+        /// was when it began (see [`Counter::begin_summary`]).
+        in_flight: Option<Cut>,
+        /// A summary made, not yet taken.
+        finished: Option<Summarized>,
     },
 }
 
@@ -1013,6 +1093,9 @@ enum Counter {
 /// after it moved.
 struct Placement {
     cut: Cut,
+    /// The latest the split may be: `Table` while a summary is made on the
+    /// counting thread (which reads the port trees then).
+    ceiling: Cut,
     /// The table is past its start (see `Front::warm`): until then its
     /// cost and the trees' say nothing of what follows, and nothing is
     /// judged.
@@ -1057,6 +1140,7 @@ impl Placement {
     fn new() -> Placement {
         Placement {
             cut: Cut::Table,
+            ceiling: Cut::Ports,
             warm: false,
             batches: 0,
             packets: 0,
@@ -1081,7 +1165,7 @@ impl Placement {
         #[cfg(test)]
         if ALWAYS_SWITCH.load(Ordering::Relaxed) {
             let next = if self.forward {
-                self.cut.later()
+                self.later()
             } else {
                 self.cut.earlier()
             };
@@ -1136,7 +1220,7 @@ impl Placement {
             Some((before, t)) if per_packet > t => self.moved(before),
             Some(_) => {}
             None => {
-                let to = match (self.cut.later(), self.cut.earlier()) {
+                let to = match (self.later(), self.cut.earlier()) {
                     (Some(l), _) if later * 10 < now * 9 && later <= earlier => Some(l),
                     (_, Some(e)) if earlier * 10 < now * 9 => Some(e),
                     _ => None,
@@ -1149,6 +1233,11 @@ impl Placement {
             }
         }
         self.restart(shared);
+    }
+
+    /// One part more on the reading thread, if the ceiling allows it.
+    fn later(&self) -> Option<Cut> {
+        self.cut.later().filter(|&c| c <= self.ceiling)
     }
 
     /// The split moves.
@@ -1201,6 +1290,7 @@ impl Counter {
         let shared = Arc::new(Shared {
             front: Mutex::new(Front::new(&cfg)),
             ports: Mutex::new(Trees::ports(cfg.budget)),
+            closing: Mutex::new(Front::new(&cfg)),
             queued: AtomicUsize::new(0),
             busy_ns: AtomicU64::new(0),
             trees_ns: AtomicU64::new(0),
@@ -1235,8 +1325,8 @@ impl Counter {
                             let _ = spare_departed_tx.send(flows);
                         }
                         Job::Summarize => {
-                            let s =
-                                back.summarize(&mut lock(&shared.front), &mut lock(&shared.ports));
+                            let s = back
+                                .summarize(&mut lock(&shared.closing), &mut lock(&shared.ports));
                             if done_tx.send(s).is_err() {
                                 return;
                             }
@@ -1255,17 +1345,23 @@ impl Counter {
                 shared,
                 placement: Placement::new(),
                 here_packets: 0,
+                in_flight: None,
+                finished: None,
             },
-            Err(_) => Counter::Inline(Box::new(Behind::new(cfg))),
+            Err(_) => Counter::Inline {
+                behind: Box::new(Behind::new(cfg)),
+                finished: None,
+            },
         }
     }
 
     /// Counts `batch` (left empty, its capacity kept or replaced); returns
     /// how many packets to hold before the next call.
     fn count(&mut self, batch: &mut Vec<Pending>) -> usize {
+        self.land(false);
         match self {
-            Counter::Inline(c) => {
-                c.count(batch);
+            Counter::Inline { behind, .. } => {
+                behind.count(batch);
                 batch.clear();
                 CHUNK
             }
@@ -1328,14 +1424,7 @@ impl Counter {
                 if after > before {
                     // A part comes here: everything sent goes through it
                     // there first.
-                    set_waiting(shared, Some(std::thread::current()));
-                    while shared.queued.load(Ordering::Acquire) > 0 {
-                        if worker.as_ref().is_none_or(|w| w.is_finished()) {
-                            worker_gone();
-                        }
-                        std::thread::park_timeout(std::time::Duration::from_millis(1));
-                    }
-                    set_waiting(shared, None);
+                    wait_for_queue(shared, worker);
                 }
                 if after != before {
                     // (The flows that left here and wait go with the
@@ -1350,34 +1439,114 @@ impl Counter {
         }
     }
 
-    fn summarize(&mut self) -> Summarized {
+    /// Begins the summary of everything counted so far (every batch
+    /// given to [`count`](Self::count) before); take it with
+    /// [`take_summary`](Self::take_summary). None may be in flight or
+    /// waiting to be taken.
+    ///
+    /// On the counting thread, the interval's table is set aside (once no
+    /// batch sent is still to go through it) and a fresh one takes its
+    /// place; the counting thread drains the old one into the trees and
+    /// makes the summary while this thread reads on, counting the next
+    /// interval's packets in the fresh table and sending the flows that
+    /// leave it to be counted, after the summary, in the emptied trees.
+    /// Meanwhile the port trees stay on the counting thread (the summary
+    /// reads them); the split comes back when the summary is taken.
+    fn begin_summary(&mut self) {
         match self {
-            Counter::Inline(c) => c.summarize(),
+            Counter::Inline { behind, finished } => {
+                debug_assert!(finished.is_none());
+                *finished = Some(behind.summarize());
+            }
             Counter::Thread {
                 jobs,
-                done,
-                spare_departed,
                 shared,
                 placement,
+                worker,
+                in_flight,
+                finished,
                 ..
             } => {
-                if placement.cut > Cut::Reading {
-                    // The table is emptied here, while the counting thread
-                    // may still be busy with what came before.
-                    let left = {
-                        let mut front = lock(&shared.front);
-                        front.drain();
-                        (!front.left.is_empty()).then(|| take_left(&mut front, spare_departed))
-                    };
-                    if let Some(flows) = left {
-                        send_left(shared, jobs, placement, flows);
-                    }
+                debug_assert!(in_flight.is_none() && finished.is_none());
+                if placement.cut == Cut::Reading {
+                    wait_for_queue(shared, worker);
+                }
+                {
+                    let (mut front, mut closing) = (lock(&shared.front), lock(&shared.closing));
+                    std::mem::swap(&mut *front, &mut *closing);
+                    // The bypass goes on as with one table (the flows'
+                    // order into the trees, and so the summaries, are
+                    // what counting inline gives).
+                    (front.bypass, front.window) = (closing.bypass, closing.window);
                 }
                 jobs.send(Job::Summarize).unwrap_or_else(|_| worker_gone());
-                done.recv().unwrap_or_else(|_| worker_gone())
+                *in_flight = Some(placement.cut);
+                placement.cut = Cut::Table;
+                placement.ceiling = Cut::Table;
+                placement.trial = None;
+                placement.restart(shared);
             }
         }
     }
+
+    /// The summary begun last, if it is made (`wait`: once it is).
+    fn take_summary(&mut self, wait: bool) -> Option<Summarized> {
+        self.land(wait);
+        match self {
+            Counter::Inline { finished, .. } | Counter::Thread { finished, .. } => finished.take(),
+        }
+    }
+
+    /// A summary in flight that the counting thread has made (`wait`: once
+    /// it has) is kept to be taken, and the split goes back to where it was
+    /// when the summary began.
+    fn land(&mut self, wait: bool) {
+        let Counter::Thread {
+            done,
+            in_flight: in_flight @ Some(_),
+            finished,
+            placement,
+            shared,
+            worker,
+            ..
+        } = self
+        else {
+            return;
+        };
+        let made = if wait {
+            done.recv().unwrap_or_else(|_| worker_gone())
+        } else {
+            match done.try_recv() {
+                Ok(s) => s,
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => worker_gone(),
+            }
+        };
+        *finished = Some(made);
+        let resume = in_flight.take().unwrap_or(Cut::Table);
+        placement.ceiling = Cut::Ports;
+        if resume != placement.cut {
+            if resume > placement.cut {
+                // The port trees come back: the flows sent while the
+                // summary was made are counted in them there first.
+                wait_for_queue(shared, worker);
+            }
+            placement.cut = resume;
+            placement.restart(shared);
+        }
+    }
+}
+
+/// Waits until every batch sent has been counted.
+fn wait_for_queue(shared: &Shared, worker: &Option<std::thread::JoinHandle<()>>) {
+    set_waiting(shared, Some(std::thread::current()));
+    while shared.queued.load(Ordering::Acquire) > 0 {
+        if worker.as_ref().is_none_or(|w| w.is_finished()) {
+            worker_gone();
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(1));
+    }
+    set_waiting(shared, None);
 }
 
 /// The flows waiting with the table, taken out to send, an emptied vector
@@ -1498,7 +1667,7 @@ mod tests {
         /// thread.
         fn behind(&self) -> &Behind {
             match &self.counter {
-                Counter::Inline(b) => b,
+                Counter::Inline { behind, .. } => behind,
                 Counter::Thread { .. } => panic!("this profiler counts on a thread"),
             }
         }
@@ -1587,6 +1756,91 @@ mod tests {
         assert!(HERE.load(Ordering::Relaxed) >= before + 40);
         assert!(PORTS_HERE.load(Ordering::Relaxed) >= ports_before + 20);
         assert!(inline == switching, "moving the table changed a summary");
+    }
+
+    /// Summaries made on the counting thread while the next interval is
+    /// read come back in order, each with its own interval's counts: with
+    /// intervals that end before the summary before them is made (it is
+    /// waited for), gaps closed by `advance` (which hands back the summary
+    /// in flight with the one it closes), and a last interval after one
+    /// still being made.
+    #[test]
+    fn summaries_made_while_reading_on_come_back_in_order() {
+        use rand::{Rng, SeedableRng};
+        const S: u64 = 1_000_000_000;
+        let run = |tree_thread: bool| {
+            let mut p = ProfilerConfig {
+                interval_ns: S,
+                budget: 64,
+                flow_slots: 256,
+                tree_thread,
+                threshold: 0.0,
+                ..ProfilerConfig::default()
+            }
+            .build()
+            .unwrap();
+            let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+            let (mut out, mut fed) = (Vec::new(), Vec::new());
+            let mut t = 0u64;
+            for interval in 0..40u64 {
+                // Long and short intervals (a short one ends while the
+                // summary before it may still be made), a few gaps.
+                let n = [30_000, 3, 1, 5_000][(interval % 4) as usize];
+                t = t.max(interval * 3 * S);
+                let mut packets = 0u64;
+                for _ in 0..n {
+                    let k = FlowKey {
+                        src: IpAddr::from(rng.gen::<u32>().to_be_bytes()),
+                        dst: IpAddr::from([192, 0, 2, rng.gen_range(0..40)]),
+                        protocol: 6,
+                        src_port: rng.gen_range(1024..1100),
+                        dst_port: 80,
+                    };
+                    out.extend(p.add(t, &k, 100));
+                    packets += 1;
+                    t += S / 100_000;
+                }
+                fed.push(packets);
+                if interval % 5 == 4 {
+                    // A quiet second: the interval closes by time.
+                    let v = p.advance(t + 2 * S);
+                    assert!(v.len() <= 2);
+                    out.extend(v);
+                }
+            }
+            out.extend(p.finish());
+            (out, fed)
+        };
+        crate::flows::FIXED_SEED.store(0x5eed, std::sync::atomic::Ordering::Relaxed);
+        let (inline, fed) = run(false);
+        let (threaded, _) = run(true);
+        assert_eq!(inline.len(), 40);
+        let packets: Vec<u64> = threaded.iter().map(|s| s.sections[0].packets).collect();
+        assert_eq!(packets, fed, "a summary came back out of order or mixed");
+        assert!(threaded.windows(2).all(|w| w[0].end_ns <= w[1].start_ns));
+        assert!(inline == threaded, "the counting thread changed a summary");
+        // A live source that goes quiet after an interval's end gets its
+        // summary from `advance` within the interval after it.
+        let mut p = ProfilerConfig {
+            interval_ns: S,
+            ..ProfilerConfig::default()
+        }
+        .build()
+        .unwrap();
+        let k = key("10.0.0.1", "10.0.0.2", 6, 1, 2);
+        let mut got = Vec::new();
+        for i in 0..10_000 {
+            got.extend(p.add(i * 1000, &k, 100));
+        }
+        got.extend(p.add(S, &k, 100));
+        let begun = std::time::Instant::now();
+        while got.is_empty() && begun.elapsed() < std::time::Duration::from_secs(20) {
+            got.extend(p.advance(S + 1));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].start_ns, got[0].sections[0].packets), (0, 10_000));
+        assert_eq!(p.finish().len(), 1);
     }
 
     /// Packets handed over in the counting thread's batches reach the
@@ -1794,7 +2048,7 @@ mod tests {
                 .is_some_and(|f| f.held() >= busy.len()),
             "the busy flows are not held in the table"
         );
-        let (a, b) = (p.finish().unwrap(), q.finish().unwrap());
+        let (a, b) = (p.finish().pop().unwrap(), q.finish().pop().unwrap());
         for (sa, sb) in a.sections.iter().zip(&b.sections) {
             assert_eq!((sa.bytes, sa.packets), (sb.bytes, sb.packets));
         }
@@ -1839,7 +2093,10 @@ mod tests {
                 by_key.add(i, &k, 100 + i as u32 % 7);
                 i += 1;
             }
-            let (a, b) = (by_frame.finish().unwrap(), by_key.finish().unwrap());
+            let (a, b) = (
+                by_frame.finish().pop().unwrap(),
+                by_key.finish().pop().unwrap(),
+            );
             assert_eq!(a, b, "{ip:?}");
             assert!(
                 a.sections[2].entries.len() > 3,
@@ -1853,7 +2110,7 @@ mod tests {
         let mut p = ProfilerConfig::default().build().unwrap();
         p.add(0, &key("2001:db8::1", "2001:db8::2", 17, 53, 5353), 100);
         p.add(1, &key("150.65.1.1", "10.0.0.1", 1, 0, 0), 100);
-        let s = p.finish().unwrap();
+        let s = p.finish().pop().unwrap();
         let labels = |i: usize| -> Vec<String> {
             s.sections[i]
                 .entries
@@ -1915,7 +2172,7 @@ mod tests {
             for (i, f) in frames.iter().enumerate() {
                 p.add_frame(LinkType::Ethernet, i as u64, 100, f);
             }
-            let s = p.finish().unwrap();
+            let s = p.finish().pop().unwrap();
             for section in [2, 3] {
                 let labels: Vec<String> = s.sections[section]
                     .entries

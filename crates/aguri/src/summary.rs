@@ -989,7 +989,7 @@ mod tests {
                 100,
             );
         }
-        p.finish().unwrap()
+        p.finish().pop().unwrap()
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl ProfileStage {
     /// empty summary for each interval that has passed with no packet:
     /// every packet before `now_ns` has been counted.
     pub fn advance(&mut self, now_ns: u64) -> Result<()> {
-        if let Some(s) = self.profiler.advance(now_ns) {
+        for s in self.profiler.advance(now_ns) {
             self.write_summary(&s)?;
         }
         if !self.profiler.in_interval() {
@@ -137,7 +137,7 @@ impl ProfileStage {
 
     /// Writes the last, partial interval and closes the summary output.
     pub fn finish(mut self) -> Result<ProfileCounts> {
-        if let Some(s) = self.profiler.finish() {
+        for s in self.profiler.finish() {
             self.write_summary(&s)?;
         }
         if self.skipped_empty > 0 {
