@@ -48,11 +48,11 @@ const TREE_BATCH: usize = 4096;
 /// long run of updates while its nodes are in the cache.
 const DIRECT_RUN: usize = 1024;
 
-/// Packets over which the table's departures are judged (see `flush`).
+/// Packets over which the table's new flows are judged (see `flush`).
 const BYPASS_WINDOW: usize = 4096;
 
-/// Packets sent straight to the trees once the flow table is found to let
-/// a flow go for nearly every packet; then the table is tried again.
+/// Packets sent straight to the trees once the flow table is found to take
+/// a new flow for nearly every packet; then the table is tried again.
 const BYPASS_PACKETS: usize = 64 * BYPASS_WINDOW;
 
 /// A packet waiting to be counted: its flow's keys and its length.
@@ -752,8 +752,9 @@ struct Front {
     flows: Option<FlowTable>,
     /// Packets still to send past the flow table (see `flush`).
     bypass: usize,
-    /// Packets the table counted, and flows it let go, since the last
-    /// judgement on bypassing it.
+    /// Packets the table counted, and new flows it took in (each let one
+    /// go, or filled an empty slot), since the last judgement on bypassing
+    /// it.
     window: (usize, usize),
     /// Flows that left the table, counted in no tree yet.
     left: Vec<Departed>,
@@ -776,13 +777,15 @@ impl Front {
         match self.flows.as_mut() {
             Some(table) if self.bypass == 0 => {
                 let out = &mut self.left;
-                let before = out.len();
+                let (before, held) = (out.len(), table.held());
                 table.add_batch(chunk, out);
-                // A table that lets a flow go for (nearly) every packet, as
-                // under a flood from random sources, only adds a lookup to
-                // what the trees do anyway: send the next packets past it.
+                // A table that takes a new flow for (nearly) every packet,
+                // as under a flood from random sources, only adds a lookup
+                // to what the trees do anyway: send the next packets past
+                // it. (New flows, not flows let go: a table emptied at an
+                // interval's end lets none go until it is full again.)
                 self.window.0 += chunk.len();
-                self.window.1 += out.len() - before;
+                self.window.1 += out.len() - before + (table.held() - held);
                 if self.window.0 >= BYPASS_WINDOW {
                     if self.window.1 * 16 >= self.window.0 * 15 {
                         self.bypass = BYPASS_PACKETS;
@@ -2001,6 +2004,68 @@ mod tests {
     /// Under a flood from random sources the table lets a flow go for
     /// nearly every packet, so the profiler sends packets past it for a
     /// while, then tries it again; the counts are exact throughout.
+    /// A packet of a flood from random sources.
+    fn flood_key(rng: &mut impl rand::Rng) -> FlowKey {
+        FlowKey {
+            src: IpAddr::V4(rng.gen::<u32>().into()),
+            dst: "10.0.0.1".parse().unwrap(),
+            protocol: 17,
+            src_port: rng.gen(),
+            dst_port: 53,
+        }
+    }
+
+    /// A flood into a table far from full (at the start, or just emptied
+    /// at an interval's end), where no flow has to leave, still goes past
+    /// it after one window: the table judges by new flows, not by flows
+    /// let go. Busy flows into an empty table do not.
+    #[test]
+    fn a_flood_bypasses_an_empty_table_after_one_window() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        let build = || {
+            ProfilerConfig {
+                flow_slots: 1 << 16,
+                tree_thread: false,
+                interval_ns: 1_000_000_000,
+                ..Default::default()
+            }
+            .build()
+            .unwrap()
+        };
+        let mut flood = |p: &mut Profiler, t0: u64| {
+            for i in 0..2 * BYPASS_WINDOW as u64 {
+                p.add(t0 + i, &flood_key(&mut rng), 100);
+            }
+        };
+        let mut p = build();
+        flood(&mut p, 0);
+        let front = &p.behind().front;
+        assert!(
+            front.bypass > 0,
+            "a flood into an empty table did not bypass it"
+        );
+        assert!(front.flows.as_ref().unwrap().held() <= BYPASS_WINDOW);
+        // An interval ends: the emptied table is bypassed again after one
+        // window once the bypass has run out.
+        let mut p = build();
+        let k = key("10.0.0.1", "10.0.0.2", 6, 1, 2);
+        p.add(0, &k, 100);
+        assert_eq!(
+            p.add(1_000_000_000, &k, 100).map(|s| s.sections[0].packets),
+            Some(1)
+        );
+        flood(&mut p, 1_000_000_001);
+        assert!(p.behind().front.bypass > 0);
+        // Busy flows: hits after their first packets, no bypass.
+        let mut p = build();
+        for i in 0..2 * BYPASS_WINDOW {
+            let k = key("10.0.0.1", "10.0.0.2", 6, (i % 64) as u16, 80);
+            p.add(i as u64, &k, 100);
+        }
+        assert_eq!(p.behind().front.bypass, 0);
+    }
+
     #[test]
     fn a_flood_bypasses_the_flow_table_and_counts_stay_exact() {
         use rand::{Rng, SeedableRng};
@@ -2019,13 +2084,7 @@ mod tests {
             t += 1;
         };
         for _ in 0..4 * BYPASS_WINDOW {
-            let k = FlowKey {
-                src: IpAddr::V4(rng.gen::<u32>().into()),
-                dst: "10.0.0.1".parse().unwrap(),
-                protocol: 17,
-                src_port: rng.gen(),
-                dst_port: 53,
-            };
+            let k = flood_key(&mut rng);
             both(&mut p, &mut q, &k, rng.gen_range(64..1519));
         }
         assert!(
