@@ -646,11 +646,7 @@ impl Profiler {
             end_ns,
             non_ip: std::mem::take(&mut self.non_ip),
         });
-        self.counter.begin_summary();
-        self.batch = match self.counter {
-            Counter::Thread { .. } => CHUNK,
-            Counter::Inline { .. } => self.batch,
-        };
+        self.batch = self.counter.begin_summary();
         before.or_else(|| self.take_closing(false))
     }
 
@@ -1423,21 +1419,8 @@ impl Counter {
                     }
                     placement.judge(shared, std::mem::take(here_packets));
                 }
-                let after = placement.cut;
-                if after > before {
-                    // A part comes here: everything sent goes through it
-                    // there first.
-                    wait_for_queue(shared, worker);
-                }
-                if after != before {
-                    // (The flows that left here and wait go with the
-                    // table, to be counted before the packets sent next.)
-                    placement.restart(shared);
-                }
-                match after {
-                    Cut::Reading => PACKET_BATCH,
-                    _ => CHUNK,
-                }
+                cut_moved(shared, worker, placement, before);
+                batch_for(placement.cut)
             }
         }
     }
@@ -1455,11 +1438,13 @@ impl Counter {
     /// leave it to be counted, after the summary, in the emptied trees.
     /// Meanwhile the port trees stay on the counting thread (the summary
     /// reads them); the split comes back when the summary is taken.
-    fn begin_summary(&mut self) {
+    /// Returns how many packets to hold before the next `count`.
+    fn begin_summary(&mut self) -> usize {
         match self {
             Counter::Inline { behind, finished } => {
                 debug_assert!(finished.is_none());
                 *finished = Some(behind.summarize());
+                CHUNK
             }
             Counter::Thread {
                 jobs,
@@ -1488,6 +1473,7 @@ impl Counter {
                 placement.ceiling = Cut::Table;
                 placement.trial = None;
                 placement.restart(shared);
+                batch_for(placement.cut)
             }
         }
     }
@@ -1506,7 +1492,7 @@ impl Counter {
     fn land(&mut self, wait: bool) {
         let Counter::Thread {
             done,
-            in_flight: in_flight @ Some(_),
+            in_flight,
             finished,
             placement,
             shared,
@@ -1514,6 +1500,9 @@ impl Counter {
             ..
         } = self
         else {
+            return;
+        };
+        let Some(resume) = *in_flight else {
             return;
         };
         let made = if wait {
@@ -1526,17 +1515,38 @@ impl Counter {
             }
         };
         *finished = Some(made);
-        let resume = in_flight.take().unwrap_or(Cut::Table);
+        *in_flight = None;
         placement.ceiling = Cut::Ports;
-        if resume != placement.cut {
-            if resume > placement.cut {
-                // The port trees come back: the flows sent while the
-                // summary was made are counted in them there first.
-                wait_for_queue(shared, worker);
-            }
-            placement.cut = resume;
-            placement.restart(shared);
-        }
+        let before = std::mem::replace(&mut placement.cut, resume);
+        cut_moved(shared, worker, placement, before);
+    }
+}
+
+/// The split has moved from `before` to `placement.cut` (or stayed): a
+/// part that comes to the reading thread first takes in everything sent
+/// (a wait for the queue), and a new window starts. (The flows that left
+/// the table here and wait go with it, to be counted before the packets
+/// sent next.)
+fn cut_moved(
+    shared: &Shared,
+    worker: &Option<std::thread::JoinHandle<()>>,
+    placement: &mut Placement,
+    before: Cut,
+) {
+    if placement.cut > before {
+        wait_for_queue(shared, worker);
+    }
+    if placement.cut != before {
+        placement.restart(shared);
+    }
+}
+
+/// Packets to hold before the next `count` with the split at `cut`: a
+/// batch to send, or a chunk to count in the table here.
+fn batch_for(cut: Cut) -> usize {
+    match cut {
+        Cut::Reading => PACKET_BATCH,
+        _ => CHUNK,
     }
 }
 
