@@ -43,14 +43,6 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     signals::install();
     pipeline::source::trace::set_verify(!cli.no_verify);
-    trace::read::set_map_files(!cli.no_mmap);
-    if !cli.no_mmap {
-        // Without it, such a cut would end the process with no word.
-        let _ = trace::read::report_cut_mappings(
-            "kansoku: an input file was cut short by another program while it was read \
-             (SIGBUS on its mapping); read it again, or with --no-mmap\n",
-        );
-    }
     let result: pipeline::Result<Report> = match cli.command {
         Command::Read(args) => cmd_read::run(&args),
         Command::Stats(args) => cmd_stats::run(&args),

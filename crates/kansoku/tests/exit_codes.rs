@@ -206,55 +206,6 @@ fn a_truncated_input_warns_with_the_file_and_offset_and_exits_1() {
     }
 }
 
-/// A plain input is read from a mapping of the file; when another program
-/// cuts the file short during the read, the pages past the cut are gone
-/// and the next access raises SIGBUS: kansoku says what happened and exits
-/// 2 (not a core dump with no word). With `--no-mmap` the same cut is seen
-/// as the file's end: a truncation warning, exit 1.
-#[test]
-fn a_file_cut_short_while_it_is_read_is_reported_mapped_or_not() {
-    use std::io::Read;
-    let s = setup();
-    let bytes = std::fs::read(&s.trace).unwrap();
-    for (flags, code, says) in [
-        (&[][..], 2, "cut short by another program"),
-        (&["--no-mmap"][..], 1, "warning: offset "),
-    ] {
-        let input = s.out("growing.pcap");
-        // Ten copies of the records: the reader is still near the start
-        // when its output pipe, unread, fills and stops it.
-        let mut big = bytes.clone();
-        for _ in 0..9 {
-            big.extend_from_slice(&bytes[24..]);
-        }
-        std::fs::write(&input, &big).unwrap();
-        let mut child = kansoku()
-            .args(flags)
-            .args(["read", "-r", p(&input)])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        // The first output: the file is open (and mapped) and being read.
-        let mut first = [0u8; 4096];
-        stdout.read_exact(&mut first).unwrap();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&input)
-            .unwrap()
-            .set_len(100_000)
-            .unwrap();
-        let mut rest = Vec::new();
-        stdout.read_to_end(&mut rest).unwrap();
-        let out = child.wait_with_output().unwrap();
-        let e = stderr(&out);
-        assert_eq!(out.status.code(), Some(code), "{flags:?}: {e}");
-        assert!(e.contains(says), "{flags:?}: {e}");
-        assert!(!e.contains("panicked"), "{flags:?}: {e}");
-    }
-}
-
 #[test]
 fn an_input_that_is_not_a_trace_exits_2() {
     let s = setup();

@@ -1,7 +1,6 @@
 //! Reader throughput beside its baselines, measured in the same run:
 //!
-//! - plain pcap: `cat FILE > /dev/null` vs `TraceReader` over FILE (target: within 2x),
-//!   mapped (the default) and by `read(2)` (`--no-mmap`);
+//! - plain pcap: `cat FILE > /dev/null` vs `TraceReader` over FILE (target: within 2x);
 //! - LZ4 pcap:   `lz4 -d -c FILE.lz4 > /dev/null` vs `TraceReader` over FILE.lz4, for a file
 //!   made by the lz4 CLI and for the same packets as kansoku writes them
 //!   (target: within 1.5x).
@@ -186,13 +185,7 @@ fn main() {
         let ours = time(|| {
             std::hint::black_box(read_all(&plain));
         });
-        row(&format!("{name}, plain, mapped"), "cat", cat, ours, size);
-        trace::read::set_map_files(false);
-        let reads = time(|| {
-            std::hint::black_box(read_all(&plain));
-        });
-        trace::read::set_map_files(true);
-        row(&format!("{name}, plain, read(2)"), "cat", cat, reads, size);
+        row(&format!("{name}, plain pcap"), "cat", cat, ours, size);
         let lz4d = shell("lz4 -d -c", &lz);
         let ours = time(|| {
             std::hint::black_box(read_all(&lz));

@@ -23,9 +23,7 @@
 //!
 //! The crate does no capture and no printing; it takes and gives records.
 
-// One exception, allowed where it is: mapping a plain file to read it
-// (`read::map_plain`, whose comment says why it is sound).
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod compress;
 pub mod error;

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use crate::error::{Corruption, Error, Result};
 use crate::format::Codec;
 use crate::index::{index_path, read_index, Index, IndexEntry};
-use crate::read::{map_plain, maps_files, Checks, Gate, Opened, TraceReader};
+use crate::read::{Checks, TraceReader};
 
 /// The entries of an index that the file bears out.
 struct Checked {
@@ -430,30 +430,6 @@ pub fn open_window_with(
             selected: *s,
         })
         .collect();
-    // A whole plain file whose chunks follow one another from its start is
-    // mapped and each chunk checked as the reader reaches it.
-    let contiguous = entries.first().is_some_and(|e| e.comp_offset == 0)
-        && entries
-            .windows(2)
-            .all(|w| w[0].comp_offset + w[0].comp_len == w[1].comp_offset);
-    if index.codec == Codec::None && everything && contiguous && maps_files() {
-        if let Some(map) = map_plain(&file) {
-            let tail_file = plain_tail(path, indexed_end, tail, &checks)?;
-            let gate = MapGate {
-                chunks,
-                tail_end: (tail > 0).then_some(file_len),
-                tail_file,
-                file,
-                check: Checker {
-                    checks: Arc::clone(&checks),
-                    verify,
-                },
-                path: path.to_path_buf(),
-            };
-            let reader = TraceReader::from_map(map, Some(Box::new(gate)))?.with_checks(checks);
-            return Ok((reader, stats));
-        }
-    }
     let reader: Box<dyn Read + Send> = if index.codec == Codec::Zstd {
         // Every chunk up to the last one needed is decoded.
         let last = if tail > 0 {
@@ -532,108 +508,6 @@ pub fn open_window_with(
     };
     let reader = TraceReader::from_decoded(reader, index.codec)?.with_checks(checks);
     Ok((reader, stats))
-}
-
-/// A plain file's tail past its index (`tail` bytes from `indexed_end`)
-/// as a stream of its own, counted into the reader's file offset; `None`
-/// without a tail.
-fn plain_tail(
-    path: &Path,
-    indexed_end: u64,
-    tail: u64,
-    checks: &Arc<Checks>,
-) -> Result<Option<Box<dyn Read + Send>>> {
-    if tail == 0 {
-        return Ok(None);
-    }
-    // A descriptor of its own: a clone's shares the chunks' file offset.
-    let mut rest =
-        File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    rest.seek(SeekFrom::Start(indexed_end))
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    Ok(Some(Box::new(BufReader::new(Tally {
-        inner: rest,
-        at: indexed_end,
-        checks: Arc::clone(checks),
-    }))))
-}
-
-/// A whole plain file read through its index from a mapping: each chunk is
-/// checked against its checksum as the reader reaches it (the check reads
-/// the chunk into the cache just before the reader parses it), then the
-/// tail is opened as it is. At a corrupt chunk the rest is read as a
-/// [`ChunkReader`] does, that chunk skipped.
-struct MapGate {
-    /// The chunks not opened yet, contiguous from the file's start.
-    chunks: VecDeque<Chunk>,
-    /// Where the file ends, when it has a tail past its index.
-    tail_end: Option<u64>,
-    /// The tail as a stream, for reading on after a corrupt chunk.
-    tail_file: Option<Box<dyn Read + Send>>,
-    file: File,
-    check: Checker,
-    path: PathBuf,
-}
-
-impl Gate for MapGate {
-    fn open_up(&mut self, map: &[u8], end: usize) -> Opened {
-        let Some(c) = self.chunks.pop_front() else {
-            return match self.tail_end.take() {
-                Some(to) => {
-                    let to = (to as usize).min(map.len());
-                    self.check.reached(to as u64);
-                    Opened::To(to.max(end))
-                }
-                None => Opened::End,
-            };
-        };
-        let (start, stop) = (c.entry.comp_offset, c.entry.comp_offset + c.entry.comp_len);
-        // The chunks lie inside the file (checked against its length), and
-        // the mapping is at least as long.
-        let bytes = map.get(start as usize..stop as usize).unwrap_or_default();
-        if start as usize == end && self.check.accept(&c, bytes) {
-            self.check.reached(stop);
-            return Opened::To(stop as usize);
-        }
-        if start as usize != end {
-            self.check.corrupt(
-                &c,
-                "not where the previous chunk ends".into(),
-                c.entry.packets.into(),
-            );
-        }
-        let file = match self.file.try_clone() {
-            Ok(f) => f,
-            Err(e) => return Opened::Reads(Box::new(Failed(Some(e)))),
-        };
-        let rest = ChunkReader {
-            file,
-            codec: Codec::None,
-            lz4_sums: false,
-            chunks: std::mem::take(&mut self.chunks),
-            comp: Vec::new(),
-            buf: Vec::new(),
-            pos: 0,
-            check: Checker {
-                checks: Arc::clone(&self.check.checks),
-                verify: self.check.verify,
-            },
-            path: self.path.clone(),
-        };
-        match self.tail_file.take() {
-            Some(tail) => Opened::Reads(Box::new(rest.chain(tail))),
-            None => Opened::Reads(Box::new(rest)),
-        }
-    }
-}
-
-/// A stream that fails with the error it holds (once; then it is empty).
-struct Failed(Option<io::Error>);
-
-impl Read for Failed {
-    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
-        self.0.take().map_or(Ok(0), Err)
-    }
 }
 
 /// Reads into `buf` until it is full or the file ends.

@@ -46,29 +46,16 @@ fn seed_corpora_and_regressions_read_without_panic() {
     ]);
     assert!(all.len() >= 9, "seed corpora missing: {} files", all.len());
     let mut readable = 0;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("input");
-    let mut mapped = 0;
     for bytes in &all {
-        let streamed = TraceReader::from_read(Box::new(Cursor::new(bytes.clone()))).map(drain);
-        if matches!(streamed, Ok(n) if n > 0) {
-            readable += 1;
+        if let Ok(r) = TraceReader::from_read(Box::new(Cursor::new(bytes.clone()))) {
+            if drain(r) > 0 {
+                readable += 1;
+            }
         }
-        // A plain file is read from a mapping of it: the same bytes.
-        std::fs::write(&file, bytes).unwrap();
-        let opened = TraceReader::open(&file);
-        mapped += usize::from(opened.as_ref().is_ok_and(|r| r.is_mapped()));
-        assert_eq!(
-            opened.map(drain).ok(),
-            streamed.ok(),
-            "a seed of {} bytes",
-            bytes.len()
-        );
         if let Ok(r) = TraceReader::from_decompressed(Box::new(Cursor::new(bytes.clone()))) {
             drain(r);
         }
     }
-    assert!(mapped > 0, "no seed was read from a mapping");
     // The seeds are real traces: most of them hold packets.
     assert!(
         readable * 2 > all.len(),

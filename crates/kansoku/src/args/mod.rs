@@ -27,10 +27,6 @@ pub struct Cli {
     /// data then goes unnoticed where the codec itself does not catch it).
     #[arg(long, global = true)]
     pub no_verify: bool,
-    /// Read plain trace files with read(2) instead of mapping them into memory (a mapped file that another
-    /// program cuts short while it is read stops kansoku with a message; reads just see it end).
-    #[arg(long, global = true)]
-    pub no_mmap: bool,
 }
 
 #[derive(Debug, Subcommand)]

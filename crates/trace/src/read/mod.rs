@@ -13,19 +13,6 @@
 //! buffer through `Read`; the LZ4 decoder ([`lz4`]) decodes whole blocks
 //! straight into it.
 //!
-//! A plain file (not compressed, and not standard input) is mapped into
-//! memory whole instead ([`set_map_files`]): the records are views into the
-//! mapping, so the bytes are not copied from the page cache at all (the
-//! kernel's copy for `read` was a fifth of `profile -r`'s CPU time on a
-//! 1.6 GB trace of 800-byte frames; 210 MB of 1518-byte frames read at 19
-//! GB/s mapped, 16 by reads). A read through an index maps the file too and checks each
-//! chunk against its checksum as the reader reaches it ([`Gate`]); at the
-//! first corrupt chunk it goes on by reads. A mapped file that another
-//! program cuts short while it is read raises `SIGBUS` on the next page
-//! past the new end; [`report_cut_mappings`] makes that a message and exit
-//! status 2 (the `kansoku` binary's `--no-mmap` reads with `read(2)`
-//! instead).
-//!
 //! # Ends of input
 //!
 //! A stream that ends exactly after a record is a normal end. One that ends
@@ -69,121 +56,6 @@ const COMPRESSED_READ: usize = 128 << 10;
 /// reads. 128 KiB did as well there but made 64-byte frames to LZ4 5%
 /// slower (more, shorter reads); 256 KiB left every other write as it was.
 const PLAIN_READ: usize = CHUNK;
-
-/// Whether plain files are mapped into memory rather than read (see the
-/// module doc). On by default.
-static MAP_FILES: AtomicBool = AtomicBool::new(true);
-
-/// Sets whether [`TraceReader::open`] (and a read through an index) maps
-/// plain files into memory from now on, for the whole process.
-pub fn set_map_files(on: bool) {
-    MAP_FILES.store(on, Ordering::Relaxed);
-}
-
-/// Whether plain files are mapped (see [`set_map_files`]).
-pub fn maps_files() -> bool {
-    MAP_FILES.load(Ordering::Relaxed)
-}
-
-/// The message [`report_cut_mappings`] prints.
-static SIGBUS_MESSAGE: std::sync::OnceLock<&'static [u8]> = std::sync::OnceLock::new();
-
-extern "C" fn on_sigbus(_: libc::c_int) {
-    let msg = SIGBUS_MESSAGE.get().copied().unwrap_or(b"SIGBUS\n");
-    // SAFETY: write(2) and _exit(2) are async-signal-safe; `msg` is static.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::write(2, msg.as_ptr().cast(), msg.len());
-        libc::_exit(2);
-    }
-}
-
-/// Makes a `SIGBUS` (a mapped file cut short by another program while it
-/// is read: the pages past its new end are gone) print `message` on
-/// standard error and exit with status 2, instead of the default core dump
-/// with no word. For a program's `main`; a library leaves the process's
-/// signals alone.
-pub fn report_cut_mappings(message: &'static str) -> std::io::Result<()> {
-    let _ = SIGBUS_MESSAGE.set(message.as_bytes());
-    // SAFETY: sigaction with a zeroed struct, an empty mask and a handler
-    // that only calls async-signal-safe functions.
-    #[allow(unsafe_code)]
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigbus as extern "C" fn(libc::c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        if libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut()) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// Maps `file` when it is a regular, plain (uncompressed) file of at least
-/// four bytes; `None` otherwise, or when the mapping fails, and the file is
-/// read as before (its offset is not moved).
-pub(crate) fn map_plain(file: &File) -> Option<memmap2::Mmap> {
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() < 4 || usize::try_from(meta.len()).is_err() {
-        return None;
-    }
-    // SAFETY: the mapping is only read. Another program can still change
-    // or cut the file while it is mapped: changed bytes are input like any
-    // other (every record is bounds-checked against the mapping's length,
-    // fixed here), and a cut raises SIGBUS on the pages past the new end,
-    // which the binary turns into a message and exit (see the module doc).
-    #[allow(unsafe_code)]
-    let map = unsafe { memmap2::MmapOptions::new().map(file) }.ok()?;
-    if Codec::detect(&map[..4]) != Codec::None {
-        return None;
-    }
-    let _ = map.advise(memmap2::Advice::Sequential);
-    Some(map)
-}
-
-/// The reader's bytes: a buffer filled by reads, or a whole file mapped.
-enum Bytes {
-    Owned(Vec<u8>),
-    Mapped(memmap2::Mmap),
-}
-
-impl std::ops::Deref for Bytes {
-    type Target = [u8];
-
-    #[inline(always)]
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Owned(v) => v,
-            Bytes::Mapped(m) => m,
-        }
-    }
-}
-
-/// What a mapped read through an index may hand the reader next.
-pub(crate) enum Opened {
-    /// The mapping's bytes up to here (further than before) are good.
-    To(usize),
-    /// Nothing more: the input ends where the last `To` said.
-    End,
-    /// A chunk is corrupt: the bytes passed so far are good, the rest
-    /// comes from this stream (the chunks after it, and the file's tail).
-    Reads(Box<dyn Read + Send>),
-}
-
-/// Checks a mapped file's chunks as the reader reaches them: a read
-/// through an index (see the module doc).
-pub(crate) trait Gate: Send {
-    /// The next step past `end`, the bytes opened so far.
-    fn open_up(&mut self, map: &[u8], end: usize) -> Opened;
-}
-
-/// How far ahead of the reader a mapping's bytes are prefetched, every
-/// line of them. Records are a chain (each header says where the next one
-/// is), so without it each header is a miss to memory, one after another:
-/// reading a 1.6 GB trace of 800-byte frames mapped took twice as long as
-/// copying it with `read`, whose copy streams. 2 KiB ahead was the best of
-/// 512 B to 128 KiB (0.29 s against 0.32 by reads; 8 KiB 0.30, 32 KiB 0.33).
-const PREFETCH_AHEAD: usize = 2 << 10;
 
 /// Bytes read from the underlying file or stream, shared with the counting
 /// wrapper that sits below any decoder.
@@ -303,15 +175,11 @@ enum State {
 /// ```
 pub struct TraceReader {
     src: Box<dyn Read + Send>,
-    /// A mapping's bytes up to here have been prefetched.
-    pf: usize,
-    /// A mapped file's chunk checks (`None`: all of it is open at once).
-    gate: Option<Box<dyn Gate>>,
     codec: Codec,
     format: FileFormat,
     progress: Arc<Progress>,
     /// Unread bytes are `buf[pos..end]`; `buf[0]` is at stream offset `base`.
-    buf: Bytes,
+    buf: Vec<u8>,
     pos: usize,
     end: usize,
     base: u64,
@@ -361,25 +229,7 @@ impl TraceReader {
         }
         let f =
             File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        if maps_files() {
-            if let Some(map) = map_plain(&f) {
-                return TraceReader::from_map(map, None);
-            }
-        }
         TraceReader::from_read(Box::new(f))
-    }
-
-    /// Reads a plain file mapped by [`map_plain`], its chunks opened by
-    /// `gate` (or all at once).
-    pub(crate) fn from_map(map: memmap2::Mmap, gate: Option<Box<dyn Gate>>) -> Result<TraceReader> {
-        let progress = Arc::new(Progress::default());
-        TraceReader::start(
-            Box::new(io::empty()),
-            Codec::None,
-            progress,
-            (Bytes::Mapped(map), 0),
-            gate,
-        )
     }
 
     /// Reads a trace from any stream, detecting compression and format.
@@ -403,13 +253,7 @@ impl TraceReader {
         let head = &head[..got];
         let codec = Codec::detect(head);
         if codec == Codec::None {
-            return TraceReader::start(
-                Box::new(counted),
-                Codec::None,
-                progress,
-                TraceReader::owned(head),
-                None,
-            );
+            return TraceReader::start(Box::new(counted), Codec::None, progress, head);
         }
         let raw = Consumed {
             inner: BufReader::with_capacity(CHUNK, io::Cursor::new(head.to_vec()).chain(counted)),
@@ -424,7 +268,7 @@ impl TraceReader {
             Codec::Lz4 => Box::new(lz4::Lz4Decoder::new(raw)),
             Codec::None => unreachable!("handled above"),
         };
-        TraceReader::start(src, codec, progress, TraceReader::owned(&[]), None)
+        TraceReader::start(src, codec, progress, &[])
     }
 
     /// Reads plain pcap or pcapng bytes, with no compression detection.
@@ -443,42 +287,27 @@ impl TraceReader {
             progress: Arc::clone(&progress),
             source: codec == Codec::None,
         };
-        TraceReader::start(
-            Box::new(counted),
-            codec,
-            progress,
-            TraceReader::owned(&[]),
-            None,
-        )
+        TraceReader::start(Box::new(counted), codec, progress, &[])
     }
 
-    /// A reader's buffer holding `head`, read already, and `end`, its length.
-    fn owned(head: &[u8]) -> (Bytes, usize) {
-        let mut buf = vec![0u8; INITIAL_BUF];
-        buf[..head.len()].copy_from_slice(head);
-        (Bytes::Owned(buf), head.len())
-    }
-
-    /// Builds the reader with `buf[..end]` already read from `src` (nothing
-    /// for a mapping, opened by `fill`), and detects the format from the
-    /// first four decompressed bytes.
+    /// Builds the reader with `head` already read from `src`, and detects the
+    /// format from the first four decompressed bytes.
     fn start(
         src: Box<dyn Read + Send>,
         codec: Codec,
         progress: Arc<Progress>,
-        (buf, end): (Bytes, usize),
-        gate: Option<Box<dyn Gate>>,
+        head: &[u8],
     ) -> Result<TraceReader> {
+        let mut buf = vec![0u8; INITIAL_BUF];
+        buf[..head.len()].copy_from_slice(head);
         let mut r = TraceReader {
             src,
-            pf: 0,
-            gate,
             codec,
             format: FileFormat::Pcapng,
             progress,
             buf,
             pos: 0,
-            end,
+            end: head.len(),
             base: 0,
             eof: false,
             cut: None,
@@ -558,18 +387,10 @@ impl TraceReader {
     /// Bytes read from the underlying file or stream so far (ahead of
     /// [`TraceReader::offset`] by what is buffered), for progress bars.
     pub fn compressed_offset(&self) -> u64 {
-        match (&self.checks, &self.buf) {
-            (Some(c), _) => c.file_offset.load(Ordering::Relaxed),
-            // Nothing is read ahead of a mapping.
-            (None, Bytes::Mapped(_)) => self.offset(),
-            (None, Bytes::Owned(_)) => self.progress.bytes.load(Ordering::Relaxed),
+        match &self.checks {
+            Some(c) => c.file_offset.load(Ordering::Relaxed),
+            None => self.progress.bytes.load(Ordering::Relaxed),
         }
-    }
-
-    /// Whether the input is read from a mapping of the file (see the
-    /// module doc) rather than by reads.
-    pub fn is_mapped(&self) -> bool {
-        matches!(self.buf, Bytes::Mapped(_))
     }
 
     /// Chunks found corrupt and skipped so far (a read through the index,
@@ -604,94 +425,30 @@ impl TraceReader {
     /// Makes at least `need` unread bytes available unless the input ends
     /// first; returns how many are available.
     fn fill(&mut self, need: usize) -> Result<usize> {
-        if self.is_mapped() {
-            return self.fill_mapped(need);
-        }
         while self.end - self.pos < need && !self.eof && !self.waiting {
-            let Bytes::Owned(buf) = &mut self.buf else {
-                unreachable!("a mapping is filled above")
-            };
-            if self.pos > 0 && (buf.len() - self.pos < need || buf.len() - self.end < MIN_READ) {
+            if self.pos > 0
+                && (self.buf.len() - self.pos < need || self.buf.len() - self.end < MIN_READ)
+            {
                 // Move the unread tail to the front; it is less than one record.
-                buf.copy_within(self.pos..self.end, 0);
+                self.buf.copy_within(self.pos..self.end, 0);
                 self.base += self.pos as u64;
                 self.end -= self.pos;
                 self.pos = 0;
             }
-            if buf.len() - self.end < MIN_READ {
+            if self.buf.len() - self.end < MIN_READ {
                 // Grow with the data that arrives, doubling, never straight to
                 // `need`: a short input whose length field claims a huge record
                 // must not make the reader allocate that record. `need` itself
                 // is bounded by the formats' record length limits.
-                let len = (buf.len() * 2).max(self.end + MIN_READ);
-                buf.resize(len, 0);
+                let len = (self.buf.len() * 2).max(self.end + MIN_READ);
+                self.buf.resize(len, 0);
             }
             let end = self.end;
-            let stop = buf.len().min(end.saturating_add(self.max_read));
-            match self.src.read(&mut buf[end..stop]) {
+            let stop = self.buf.len().min(end.saturating_add(self.max_read));
+            match self.src.read(&mut self.buf[end..stop]) {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.end += n,
                 Err(e) => self.read_error(e)?,
-            }
-        }
-        Ok(self.end - self.pos)
-    }
-
-    /// Prefetches a mapping's bytes up to [`PREFETCH_AHEAD`] past the
-    /// reader, where a read through an index has not checked them (the
-    /// check reads each chunk into the cache just before the reader).
-    #[inline(always)]
-    fn prefetch(&mut self) {
-        if let (Bytes::Mapped(m), None) = (&self.buf, &self.gate) {
-            let ahead = (self.pos + PREFETCH_AHEAD).min(m.len());
-            while self.pf < ahead {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: a prefetch only hints the cache (SSE, which every
-                // x86_64 has); the address is inside the mapping.
-                #[allow(unsafe_code)]
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                        m[self.pf..].as_ptr().cast(),
-                    );
-                }
-                self.pf += 64;
-            }
-        }
-    }
-
-    /// `fill` on a mapping: opens what the gate has checked (all of it
-    /// without one); after a corrupt chunk, goes on by reads of the rest.
-    fn fill_mapped(&mut self, need: usize) -> Result<usize> {
-        while self.end - self.pos < need && !self.eof {
-            let Bytes::Mapped(map) = &self.buf else {
-                return self.fill(need);
-            };
-            match self.gate.as_mut() {
-                None => {
-                    self.end = map.len();
-                    self.eof = true;
-                }
-                Some(gate) => match gate.open_up(map, self.end) {
-                    Opened::To(end) => self.end = end.clamp(self.end, map.len()),
-                    Opened::End => self.eof = true,
-                    Opened::Reads(src) => {
-                        let (head, _) = TraceReader::owned(&[]);
-                        let Bytes::Owned(mut buf) = head else {
-                            unreachable!("owned makes a buffer")
-                        };
-                        let rest = &map[self.pos..self.end];
-                        if buf.len() < rest.len() + MIN_READ {
-                            buf.resize(rest.len() + MIN_READ, 0);
-                        }
-                        buf[..rest.len()].copy_from_slice(rest);
-                        self.base += self.pos as u64;
-                        self.end = rest.len();
-                        self.pos = 0;
-                        self.buf = Bytes::Owned(buf);
-                        self.src = src;
-                        self.gate = None;
-                    }
-                },
             }
         }
         Ok(self.end - self.pos)
@@ -921,7 +678,6 @@ impl TraceReader {
         }
         let start = self.pos + HDR;
         self.pos += total;
-        self.prefetch();
         Ok(Step::Packet {
             interface: 0,
             ts: rec.ticks(self.nanos),
@@ -976,7 +732,6 @@ impl TraceReader {
             ));
         }
         self.pos += total;
-        self.prefetch();
         let body = start + BLOCK_HEADER_LEN..start + total - 4;
         match block_type {
             pcapng::BT_EPB | pcapng::BT_SPB | pcapng::BT_PB => {

@@ -109,12 +109,3 @@ pub fn tshark_frame_lens(path: &Path) -> Result<Vec<u32>, String> {
         .map(|l| l.trim().parse().map_err(|e| format!("{l:?}: {e}")))
         .collect()
 }
-
-/// The chunks of `path`'s index that hold packets (no end entry), in order.
-pub fn packet_chunks(path: &Path) -> Vec<trace::index::IndexEntry> {
-    let ix = trace::index::read_index(&trace::index::index_path(path)).unwrap();
-    ix.entries
-        .into_iter()
-        .filter(|e| !e.is_end() && e.packets > 0)
-        .collect()
-}
