@@ -16,6 +16,8 @@ pub struct Frame<'a> {
 }
 
 impl<'a> Frame<'a> {
+    /// The frame of a trace's packet, its time in nanoseconds.
+    #[inline(always)]
     pub fn of(p: &Packet<'a>) -> Frame<'a> {
         Frame {
             link_type: p.link_type,

@@ -174,6 +174,7 @@ pub struct Packet<'a> {
 
 impl Packet<'_> {
     /// Timestamp in nanoseconds since the epoch.
+    #[inline]
     pub fn ts_nanos(&self) -> u64 {
         self.tsresol.ticks_to_nanos(self.ts)
     }

@@ -273,6 +273,7 @@ impl<T: AsRef<[u8]>> RecordHeader<T> {
     }
 
     /// Checks that the buffer holds a whole record header.
+    #[inline]
     pub fn check_len(&self, offset: u64) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < RECORD_HEADER_LEN {
