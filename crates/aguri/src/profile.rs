@@ -258,10 +258,10 @@ impl ProfilerConfig {
                 finished: None,
             }
         };
-        // On a thread, the table starts there (see `Placement`).
-        let batch = match counter {
+        // Held before the first count: where the table starts counts.
+        let batch = match &counter {
             Counter::Inline { .. } => CHUNK,
-            Counter::Thread { .. } => PACKET_BATCH,
+            Counter::Thread { placement, .. } => batch_for(placement.cut),
         };
         Ok(Profiler {
             counter,
@@ -1405,8 +1405,7 @@ impl Counter {
                     }
                     let full = swap_out(batch, spare, PACKET_BATCH);
                     let n = full.len();
-                    shared.queued.fetch_add(1, Ordering::AcqRel);
-                    placement.waited_ns += send(jobs, Job::Packets(full));
+                    placement.waited_ns += send(shared, jobs, Job::Packets(full));
                     if !placement.warm && shared.table_warm.load(Ordering::Relaxed) {
                         // The table has filled there (or is passed by, under
                         // a flood): it comes here, and from now on the split
@@ -1506,8 +1505,8 @@ impl Counter {
                         front.drain();
                         std::mem::take(&mut front.left)
                     };
-                    shared.queued.fetch_add(1, Ordering::AcqRel);
                     send(
+                        shared,
                         jobs,
                         Job::Departed {
                             flows: flows.clone(),
@@ -1644,8 +1643,7 @@ fn send_left(
         lock(&shared.ports).count(&flows);
         placement.ports_ns += ns_since(t);
     }
-    shared.queued.fetch_add(1, Ordering::AcqRel);
-    send(jobs, Job::Departed { flows, ported })
+    send(shared, jobs, Job::Departed { flows, ported })
 }
 
 /// A job is done: the reading thread, if it waits for the queue to empty,
@@ -1667,9 +1665,11 @@ fn swap_out<T>(v: &mut Vec<T>, spare: &Receiver<Vec<T>>, capacity: usize) -> Vec
     std::mem::replace(v, next)
 }
 
-/// Sends `job`; returns how long it waited for room in the queue, in
-/// nanoseconds (0 without a wait).
-fn send(jobs: &SyncSender<Job>, job: Job) -> u64 {
+/// Sends `job`, a batch counted in `shared.queued` until the counting
+/// thread is done with it; returns how long it waited for room in the
+/// queue, in nanoseconds (0 without a wait).
+fn send(shared: &Shared, jobs: &SyncSender<Job>, job: Job) -> u64 {
+    shared.queued.fetch_add(1, Ordering::AcqRel);
     match jobs.try_send(job) {
         Ok(()) => 0,
         Err(TrySendError::Full(job)) => {
