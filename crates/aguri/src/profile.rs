@@ -988,12 +988,14 @@ enum Job {
         flows: Vec<Departed>,
         ported: bool,
     },
-    /// The last summary's flows (see [`Counter::begin_summary`]): the
-    /// destination address tree is lent to the reading thread
-    /// (`Job::Lend`), which counts them there and in the port trees, and
-    /// the other trees here; then it comes back (`Job::Rejoin`).
+    /// The last summary (see [`Counter::begin_summary`]): the destination
+    /// address tree goes to the reading thread, which counts the last
+    /// flows in it and in the port trees.
     Lend,
+    /// The last summary's flows, shared with the reading thread: counted
+    /// here in the trees not lent.
     Last(Arc<Vec<Departed>>),
+    /// The lent tree back, before the summary is made.
     Rejoin(Trees),
     /// The table set aside (`Shared::closing`) drained into the trees, and
     /// the interval's summary made from them.
