@@ -552,7 +552,12 @@ impl Profiler {
         self.add_keys(ts_ns, keys, bytes)
     }
 
-    #[inline]
+    /// Always inlined, as are [`add_frame`](Self::add_frame) and
+    /// [`add_bits`](Self::add_bits): a call here returns an
+    /// `Option<Summary>` through memory for every packet, and the reading
+    /// thread of `profile -r` is the one that bounds it (round 13 of
+    /// bench/profile-throughput.md).
+    #[inline(always)]
     fn add_keys(&mut self, ts_ns: u64, keys: FlowKeys, bytes: u32) -> Option<Summary> {
         if self.in_current(ts_ns) {
             return self.hold(keys, bytes);
@@ -585,7 +590,7 @@ impl Profiler {
 
     /// Counts a captured frame: slices it and counts it under its IP
     /// header, or as non-IP traffic (kept in the summary's totals).
-    #[inline]
+    #[inline(always)]
     pub fn add_frame(
         &mut self,
         link: LinkType,
@@ -601,7 +606,7 @@ impl Profiler {
 
     /// Counts a frame whose flow is known already (`Slice::flow_bits` of a
     /// frame another stage has sliced); `None` is non-IP traffic.
-    #[inline]
+    #[inline(always)]
     pub fn add_bits(
         &mut self,
         ts_ns: u64,

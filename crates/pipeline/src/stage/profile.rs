@@ -57,7 +57,7 @@ impl ProfileStage {
     }
 
     /// Counts one packet, its flow read by the profiler's own fast path.
-    #[inline]
+    #[inline(always)]
     pub fn frame(&mut self, f: &Frame<'_>) -> Result<()> {
         self.packets += 1;
         let done = self
@@ -76,7 +76,7 @@ impl ProfileStage {
         self.write(done)
     }
 
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, done: Option<Summary>) -> Result<()> {
         match done {
             Some(s) => self.write_summary(&s),

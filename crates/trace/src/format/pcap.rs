@@ -323,11 +323,26 @@ pub struct RecordRepr {
     pub orig_len: u32,
 }
 
+/// The error of a record whose captured length is over [`MAX_CAPLEN`].
+#[cold]
+#[inline(never)]
+fn absurd_caplen(offset: u64, caplen: u32) -> Error {
+    Error::format(
+        offset + field::CAPLEN as u64,
+        format!("pcap record captured length {caplen} is absurd (limit {MAX_CAPLEN})"),
+    )
+}
+
 impl RecordRepr {
     /// Parses a record header. A captured length above [`MAX_CAPLEN`] is a
     /// format error; one above the original length is accepted, as some
     /// tools write that.
-    #[inline]
+    ///
+    /// Always inlined: every packet of a pcap file comes through here, and
+    /// a call that returns the parsed header through memory cost the
+    /// profiler's reading thread more than the parse (the error is made
+    /// out of line).
+    #[inline(always)]
     pub fn parse<T: AsRef<[u8]>>(
         h: &RecordHeader<T>,
         big_endian: bool,
@@ -341,13 +356,7 @@ impl RecordRepr {
             orig_len: h.orig_len(big_endian),
         };
         if r.caplen > MAX_CAPLEN {
-            return Err(Error::format(
-                offset + field::CAPLEN as u64,
-                format!(
-                    "pcap record captured length {} is absurd (limit {MAX_CAPLEN})",
-                    r.caplen
-                ),
-            ));
+            return Err(absurd_caplen(offset, r.caplen));
         }
         Ok(r)
     }

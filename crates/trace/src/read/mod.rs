@@ -648,7 +648,9 @@ impl TraceReader {
     }
 
     /// The pcap hot path: one record header parse and one bounds check.
-    #[inline]
+    /// Always inlined into the caller's loop, so that the step comes back
+    /// in registers rather than through memory.
+    #[inline(always)]
     fn next_pcap_packet(&mut self) -> Result<Step> {
         const HDR: usize = pcap::RECORD_HEADER_LEN;
         let mut avail = self.end - self.pos;
