@@ -6,7 +6,9 @@
 //! - Reading: [`TraceReader`] detects the codec (gzip, zstd, LZ4 frame, none)
 //!   and the format (pcap µs/ns in either byte order, pcapng) by magic number
 //!   and streams records in constant memory; a file cut short yields its
-//!   complete records and a [`Truncation`].
+//!   complete records and a [`Truncation`]. A large plain file it can lease
+//!   is mapped rather than copied (the module `read::mapped` says how and
+//!   why; it holds the crate's only `unsafe` code).
 //! - Writing: [`TraceWriter`] gathers records into blocks of 4–64 KiB and
 //!   compresses each block as a whole (paper 000): one LZ4 frame of
 //!   independent blocks with raw-stored blocks where compression does not
@@ -23,7 +25,7 @@
 //!
 //! The crate does no capture and no printing; it takes and gives records.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod compress;
 pub mod error;

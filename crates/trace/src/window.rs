@@ -506,7 +506,9 @@ pub fn open_window_with(
             Box::new(chunks)
         }
     };
-    let reader = TraceReader::from_decoded(reader, index.codec)?.with_checks(checks);
+    let reader = TraceReader::from_decoded(reader, index.codec)?
+        .with_checks(checks)
+        .reading(&meta);
     Ok((reader, stats))
 }
 

@@ -425,6 +425,14 @@ impl TraceWriter<File> {
     /// index `<path>.kidx` (a stale sidecar is removed when it is not).
     pub fn create(path: &Path, cfg: WriterConfig) -> Result<Self> {
         cfg.validate()?;
+        if crate::read::is_being_read(path) {
+            return Err(Error::io(
+                format!("creating {}", path.display()),
+                io::Error::other(
+                    "it is a trace this process is reading: writing it would destroy it",
+                ),
+            ));
+        }
         let file =
             File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         let ipath = index::index_path(path);
