@@ -320,7 +320,7 @@ mod tests {
         v.extend_from_slice(&1u32.to_le_bytes());
         let mut len = 700u32;
         for i in 0..n {
-            len = 40 + (len * 1_103_515_245 + 12_345 + i) % 1_561;
+            len = 40 + len.wrapping_mul(1_103_515_245).wrapping_add(12_345 + i) % 1_561;
             v.extend_from_slice(&(i / 1000).to_le_bytes());
             v.extend_from_slice(&(i % 1000).to_le_bytes());
             v.extend_from_slice(&len.to_le_bytes());
