@@ -1,9 +1,6 @@
 //! Reader throughput beside its baselines, measured in the same run:
 //!
 //! - plain pcap: `cat FILE > /dev/null` vs `TraceReader` over FILE (target: within 2x);
-//!   and the reader's own two ways with a plain file: mapped (what `open`
-//!   does with a file it can lease) vs copied with `read` (what it does
-//!   with a stream, or a file it cannot lease);
 //! - LZ4 pcap:   `lz4 -d -c FILE.lz4 > /dev/null` vs `TraceReader` over FILE.lz4, for a file
 //!   made by the lz4 CLI and for the same packets as kansoku writes them
 //!   (target: within 1.5x).
@@ -137,17 +134,7 @@ fn shell(cmd: &str, file: &Path) -> Duration {
 }
 
 fn read_all(file: &Path) -> (u64, u64) {
-    count(TraceReader::open(file).unwrap())
-}
-
-/// The same file copied through `read` (as a stream would be).
-fn read_copied(file: &Path) -> (u64, u64) {
-    let r = TraceReader::from_read(Box::new(File::open(file).unwrap())).unwrap();
-    assert!(!r.is_mapped());
-    count(r)
-}
-
-fn count(mut r: TraceReader) -> (u64, u64) {
+    let mut r = TraceReader::open(file).unwrap();
     let (mut pkts, mut bytes) = (0u64, 0u64);
     while let Some(rec) = r.next_record().unwrap() {
         if let Record::Packet(p) = rec {
@@ -199,18 +186,6 @@ fn main() {
             std::hint::black_box(read_all(&plain));
         });
         row(&format!("{name}, plain pcap"), "cat", cat, ours, size);
-        assert!(TraceReader::open(&plain).unwrap().is_mapped());
-        assert_eq!(read_copied(&plain), (pkts, bytes));
-        let copied = time(|| {
-            std::hint::black_box(read_copied(&plain));
-        });
-        row(
-            &format!("{name}, plain, mapped"),
-            "read()",
-            copied,
-            ours,
-            size,
-        );
         let lz4d = shell("lz4 -d -c", &lz);
         let ours = time(|| {
             std::hint::black_box(read_all(&lz));

@@ -6,9 +6,7 @@
 //! - Reading: [`TraceReader`] detects the codec (gzip, zstd, LZ4 frame, none)
 //!   and the format (pcap µs/ns in either byte order, pcapng) by magic number
 //!   and streams records in constant memory; a file cut short yields its
-//!   complete records and a [`Truncation`]. A large plain file it can lease
-//!   is mapped rather than copied (the module `read::mapped` says how and
-//!   why; it holds the crate's only `unsafe` code).
+//!   complete records and a [`Truncation`].
 //! - Writing: [`TraceWriter`] gathers records into blocks of 4–64 KiB and
 //!   compresses each block as a whole (paper 000): one LZ4 frame of
 //!   independent blocks with raw-stored blocks where compression does not
@@ -25,7 +23,7 @@
 //!
 //! The crate does no capture and no printing; it takes and gives records.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod compress;
 pub mod error;

@@ -24,18 +24,16 @@
 
 mod inputs;
 pub mod lz4;
-mod mapped;
 
 pub use inputs::is_being_read;
 
 use std::fs::File;
-use std::io::{self, BufReader, ErrorKind, Read, Seek};
+use std::io::{self, BufReader, ErrorKind, Read};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use self::mapped::{Buf, Mapped};
 use crate::error::{Corruption, Error, Result, Truncation};
 use crate::format::pcap::{self, FileHeader, FileHeaderRepr, RecordHeader, RecordRepr};
 use crate::format::pcapng::{self, PacketRepr, BLOCK_HEADER_LEN, MIN_BLOCK_LEN};
@@ -184,13 +182,9 @@ pub struct TraceReader {
     format: FileFormat,
     progress: Arc<Progress>,
     /// Unread bytes are `buf[pos..end]`; `buf[0]` is at stream offset `base`.
-    buf: Buf,
+    buf: Vec<u8>,
     pos: usize,
     end: usize,
-    /// A mapped window: the bytes before `buf[pf]` have been prefetched.
-    /// Read into an owned buffer: `usize::MAX` (the bytes were just
-    /// copied, they are in the cache).
-    pf: usize,
     base: u64,
     /// The source returned its end.
     eof: bool,
@@ -218,7 +212,7 @@ pub struct TraceReader {
     waiting: bool,
     /// The file being read, registered so that no writer of this process
     /// truncates it.
-    _reading: Option<inputs::Reading>,
+    reading: Option<inputs::Reading>,
 }
 
 impl std::fmt::Debug for TraceReader {
@@ -241,48 +235,13 @@ impl TraceReader {
         }
         let f =
             File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        TraceReader::from_file(f, mapped::WINDOW, mapped::MIN_MAPPED)
-    }
-
-    /// Reads an open file: mapped a window at a time (see [`mapped`]) when
-    /// it is a plain (uncompressed) regular file of at least `min_mapped`
-    /// bytes that can be leased, through `read` otherwise.
-    fn from_file(f: File, window: usize, min_mapped: u64) -> Result<TraceReader> {
-        use std::os::unix::fs::FileExt;
         let reading = f
             .metadata()
             .ok()
             .and_then(|m| inputs::Reading::register(&m));
-        let mut head = [0u8; 4];
-        let plain = matches!(f.read_at(&mut head, 0), Ok(4)) && Codec::detect(&head) == Codec::None;
-        let r = if !plain {
-            TraceReader::from_read(Box::new(f))
-        } else {
-            match Mapped::open(f, window, min_mapped) {
-                Ok(m) => TraceReader::from_mapped(m),
-                Err(f) => TraceReader::from_read(Box::new(f)),
-            }
-        }?;
-        Ok(TraceReader {
-            _reading: reading,
-            ..r
-        })
-    }
-
-    /// Reads a leased, mapped file.
-    fn from_mapped(m: Mapped) -> Result<TraceReader> {
-        let progress = Arc::new(Progress::default());
-        let end = m.extend(0, 0, 0);
-        progress.bytes.store(end as u64, Ordering::Relaxed);
-        let eof = end >= m.len();
-        let r = TraceReader::new(Box::new(io::empty()), Codec::None, progress, Buf::Mapped(m));
-        TraceReader {
-            end,
-            pf: 0,
-            eof,
-            ..r
-        }
-        .detect()
+        let mut r = TraceReader::from_read(Box::new(f))?;
+        r.reading = reading;
+        Ok(r)
     }
 
     /// Reads a trace from any stream, detecting compression and format.
@@ -353,30 +312,14 @@ impl TraceReader {
     ) -> Result<TraceReader> {
         let mut buf = vec![0u8; INITIAL_BUF];
         buf[..head.len()].copy_from_slice(head);
-        let r = TraceReader::new(src, codec, progress, Buf::Owned(buf));
-        TraceReader {
-            end: head.len(),
-            ..r
-        }
-        .detect()
-    }
-
-    /// A reader at the start of `buf`, before its format is known.
-    fn new(
-        src: Box<dyn Read + Send>,
-        codec: Codec,
-        progress: Arc<Progress>,
-        buf: Buf,
-    ) -> TraceReader {
-        TraceReader {
+        let mut r = TraceReader {
             src,
             codec,
             format: FileFormat::Pcapng,
             progress,
             buf,
             pos: 0,
-            end: 0,
-            pf: usize::MAX,
+            end: head.len(),
             base: 0,
             eof: false,
             cut: None,
@@ -394,13 +337,8 @@ impl TraceReader {
             },
             checks: None,
             waiting: false,
-            _reading: None,
-        }
-    }
-
-    /// Detects the format from the first four bytes.
-    fn detect(mut self) -> Result<TraceReader> {
-        let r = &mut self;
+            reading: None,
+        };
         let avail = r.fill(4)?;
         if avail < 4 {
             let what = match (avail, r.cut) {
@@ -431,13 +369,7 @@ impl TraceReader {
                 ),
             ));
         }
-        Ok(self)
-    }
-
-    /// Whether the file is being read through a mapping (see
-    /// [`mapped`]) rather than copied with `read`.
-    pub fn is_mapped(&self) -> bool {
-        matches!(self.buf, Buf::Mapped(_))
+        Ok(r)
     }
 
     /// The compression the input was found to have.
@@ -486,7 +418,7 @@ impl TraceReader {
     /// Registers the file `meta` describes as being read (see
     /// [`is_being_read`]), for a reader built on its chunks.
     pub(crate) fn reading(mut self, meta: &std::fs::Metadata) -> TraceReader {
-        self._reading = inputs::Reading::register(meta);
+        self.reading = inputs::Reading::register(meta);
         self
     }
 
@@ -514,77 +446,32 @@ impl TraceReader {
     /// first; returns how many are available.
     fn fill(&mut self, need: usize) -> Result<usize> {
         while self.end - self.pos < need && !self.eof && !self.waiting {
-            let buf = match &mut self.buf {
-                Buf::Owned(buf) => buf,
-                Buf::Mapped(m) => {
-                    if m.leased() {
-                        // The whole file is mapped: the next window is
-                        // only a larger `end`.
-                        self.end = m.extend(self.pos, self.end, need);
-                        self.eof = self.end >= m.len();
-                        self.progress
-                            .bytes
-                            .store(self.end as u64, Ordering::Relaxed);
-                    } else {
-                        self.unmap()?;
-                    }
-                    continue;
-                }
-            };
-            if self.pos > 0 && (buf.len() - self.pos < need || buf.len() - self.end < MIN_READ) {
+            if self.pos > 0
+                && (self.buf.len() - self.pos < need || self.buf.len() - self.end < MIN_READ)
+            {
                 // Move the unread tail to the front; it is less than one record.
-                buf.copy_within(self.pos..self.end, 0);
+                self.buf.copy_within(self.pos..self.end, 0);
                 self.base += self.pos as u64;
                 self.end -= self.pos;
                 self.pos = 0;
             }
-            if buf.len() - self.end < MIN_READ {
+            if self.buf.len() - self.end < MIN_READ {
                 // Grow with the data that arrives, doubling, never straight to
                 // `need`: a short input whose length field claims a huge record
                 // must not make the reader allocate that record. `need` itself
                 // is bounded by the formats' record length limits.
-                let len = (buf.len() * 2).max(self.end + MIN_READ);
-                buf.resize(len, 0);
+                let len = (self.buf.len() * 2).max(self.end + MIN_READ);
+                self.buf.resize(len, 0);
             }
             let end = self.end;
-            let stop = buf.len().min(end.saturating_add(self.max_read));
-            match self.src.read(&mut buf[end..stop]) {
+            let stop = self.buf.len().min(end.saturating_add(self.max_read));
+            match self.src.read(&mut self.buf[end..stop]) {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.end += n,
                 Err(e) => self.read_error(e)?,
             }
         }
         Ok(self.end - self.pos)
-    }
-
-    /// Leaves a mapped file whose lease is being broken (another process
-    /// opens it for writing or truncates it): the window is unmapped, the
-    /// lease given up, its unread tail (less than one record) kept, and
-    /// the rest of the file read with `read` from the window's end.
-    fn unmap(&mut self) -> Result<()> {
-        let tail = self.buf[self.pos..self.end].to_vec();
-        let buf = std::mem::replace(&mut self.buf, Buf::Owned(Vec::new()));
-        let Buf::Mapped(m) = buf else {
-            self.buf = buf;
-            return Ok(());
-        };
-        let resume = self.base + self.end as u64;
-        let mut file = m.into_file();
-        file.seek(io::SeekFrom::Start(resume))
-            .map_err(|e| Error::io(format!("reading at offset {resume}"), e))?;
-        let mut owned = vec![0u8; INITIAL_BUF.max(tail.len() + MIN_READ)];
-        owned[..tail.len()].copy_from_slice(&tail);
-        self.base += self.pos as u64;
-        self.pos = 0;
-        self.end = tail.len();
-        self.pf = usize::MAX;
-        self.buf = Buf::Owned(owned);
-        self.src = Box::new(Counted {
-            inner: file,
-            progress: Arc::clone(&self.progress),
-            source: true,
-        });
-        Ok(())
     }
 
     /// Sorts a read error: a cut compressed stream ends the input (and is
@@ -797,7 +684,6 @@ impl TraceReader {
                 return Ok(Step::End);
             }
         }
-        self.prefetch_ahead();
         let offset = self.offset();
         let h = RecordHeader::new_unchecked(&self.buf[self.pos..self.pos + HDR]);
         let rec = RecordRepr::parse(&h, self.big_endian, offset)?;
@@ -823,21 +709,7 @@ impl TraceReader {
         })
     }
 
-    /// A mapped file: the lines ahead of the record are asked for now, so
-    /// that their misses overlap rather than come one a record (bytes read
-    /// into the reader's own buffer are in the cache already: `pf` is
-    /// `usize::MAX` there).
-    #[inline(always)]
-    fn prefetch_ahead(&mut self) {
-        let ahead = (self.pos + mapped::PREFETCH_AHEAD).min(self.end);
-        while self.pf < ahead {
-            mapped::prefetch(&self.buf, self.pf);
-            self.pf += mapped::LINE;
-        }
-    }
-
     fn next_block(&mut self) -> Result<Step> {
-        self.prefetch_ahead();
         let mut avail = self.end - self.pos;
         if avail < MIN_BLOCK_LEN {
             avail = self.fill(MIN_BLOCK_LEN)?;
