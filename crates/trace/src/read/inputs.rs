@@ -9,8 +9,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
 
-/// (device, inode, readers) of each file being read.
-static READING: Mutex<Vec<(u64, u64, usize)>> = Mutex::new(Vec::new());
+/// (device, inode) of each file being read, once for each reader of it.
+static READING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 
 /// A file registered as being read, until dropped.
 #[derive(Debug)]
@@ -26,11 +26,10 @@ impl Reading {
             return None;
         }
         let (dev, ino) = (meta.dev(), meta.ino());
-        let mut v = READING.lock().unwrap_or_else(|p| p.into_inner());
-        match v.iter_mut().find(|e| e.0 == dev && e.1 == ino) {
-            Some(e) => e.2 += 1,
-            None => v.push((dev, ino, 1)),
-        }
+        READING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((dev, ino));
         Some(Reading { dev, ino })
     }
 }
@@ -38,11 +37,8 @@ impl Reading {
 impl Drop for Reading {
     fn drop(&mut self) {
         let mut v = READING.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = v.iter().position(|e| e.0 == self.dev && e.1 == self.ino) {
-            v[i].2 -= 1;
-            if v[i].2 == 0 {
-                v.swap_remove(i);
-            }
+        if let Some(i) = v.iter().position(|e| *e == (self.dev, self.ino)) {
+            v.swap_remove(i);
         }
     }
 }
@@ -53,7 +49,7 @@ pub fn is_being_read(path: &Path) -> bool {
         return false;
     };
     let v = READING.lock().unwrap_or_else(|p| p.into_inner());
-    v.iter().any(|e| e.0 == meta.dev() && e.1 == meta.ino())
+    v.contains(&(meta.dev(), meta.ino()))
 }
 
 #[cfg(test)]

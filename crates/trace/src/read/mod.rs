@@ -235,13 +235,12 @@ impl TraceReader {
         }
         let f =
             File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        let reading = f
-            .metadata()
-            .ok()
-            .and_then(|m| inputs::Reading::register(&m));
-        let mut r = TraceReader::from_read(Box::new(f))?;
-        r.reading = reading;
-        Ok(r)
+        let meta = f.metadata().ok();
+        let r = TraceReader::from_read(Box::new(f))?;
+        Ok(match meta {
+            Some(m) => r.reading(&m),
+            None => r,
+        })
     }
 
     /// Reads a trace from any stream, detecting compression and format.
@@ -416,7 +415,8 @@ impl TraceReader {
     }
 
     /// Registers the file `meta` describes as being read (see
-    /// [`is_being_read`]), for a reader built on its chunks.
+    /// [`is_being_read`]): a file opened by path, or one read through its
+    /// index's chunks.
     pub(crate) fn reading(mut self, meta: &std::fs::Metadata) -> TraceReader {
         self.reading = inputs::Reading::register(meta);
         self
