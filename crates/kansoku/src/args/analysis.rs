@@ -150,8 +150,9 @@ pub struct ProfileArgs {
     /// Nodes per tree (memory is fixed by it).
     #[arg(long, value_name = "NODES", default_value_t = 4096)]
     pub budget: usize,
-    /// Flows counted together in a table in front of the trees (64 bytes each); 0 counts
-    /// every packet in the trees, as aguri does. Totals are exact either way.
+    /// Flows counted together in a table in front of the trees, at most (64 bytes each; it
+    /// grows to this as flows come); 0 counts every packet in the trees, as aguri does.
+    /// Totals are exact either way.
     #[arg(long, value_name = "FLOWS", default_value_t = aguri::DEFAULT_FLOW_SLOTS)]
     pub flow_slots: usize,
     /// Write the summaries to FILE one after another, or with DIR/ one file per interval named by its start.
