@@ -175,6 +175,9 @@ pub(crate) struct FlowTable {
     mask: usize,
     /// The most slots it grows to.
     max: usize,
+    /// New flows taken in so far (each let one go or filled an empty
+    /// slot); it wraps.
+    taken: usize,
     clock: u32,
     seed: u64,
     held: usize,
@@ -229,6 +232,7 @@ impl FlowTable {
             slots: vec![EMPTY; n],
             mask: n - 1,
             max,
+            taken: 0,
             clock: 0,
             seed: table_seed(),
             held: 0,
@@ -282,9 +286,10 @@ impl FlowTable {
     /// Counts one packet of flow `k`. If the flow was not held and all four
     /// of its slots were taken, the least recently counted of those flows leaves the table and is
     /// returned, to be counted in the trees.
-    #[cfg(test)]
+    ///
     /// (It does not grow the table: the tests that use it make tables of
     /// at most [`FIRST_SLOTS`].)
+    #[cfg(test)]
     pub fn add(&mut self, k: &FlowKeys, bytes: u64) -> Option<Departed> {
         let (i, j) = self.slots_of(k);
         self.add_at(k, bytes, i, j)
@@ -359,6 +364,7 @@ impl FlowTable {
     /// that held it.
     #[inline]
     fn replace(&mut self, s: usize, k: &FlowKeys, bytes: u64) -> Option<Departed> {
+        self.taken = self.taken.wrapping_add(1);
         let fresh = self.fresh(k, bytes);
         let old = std::mem::replace(&mut self.slots[s], fresh);
         if old.packets == 0 {
@@ -423,7 +429,14 @@ impl FlowTable {
         self.order = order;
     }
 
+    /// New flows taken in since the table was made, wrapping: the
+    /// difference of two readings is how many came in between.
+    pub fn taken(&self) -> usize {
+        self.taken
+    }
+
     /// Flows held now.
+    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.held
     }
@@ -584,6 +597,10 @@ mod tests {
         // as the table grew.
         let departed = out.len();
         assert!((35_464..41_000).contains(&departed), "{departed} left");
+        // Every flow was taken in once, and again for each second packet
+        // that came after its flow had left.
+        let again = t.taken() - 101_000;
+        assert!(again <= departed, "{again} taken again, {departed} left");
         t.drain(&mut out);
         assert_eq!(t.held(), 0);
         assert_eq!(out.iter().map(|d| d.bytes).sum::<u64>(), bytes);

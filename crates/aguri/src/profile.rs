@@ -807,7 +807,7 @@ impl Front {
         match self.flows.as_mut() {
             Some(table) if self.bypass == 0 => {
                 let out = &mut self.left;
-                let (before, held) = (out.len(), table.held());
+                let taken = table.taken();
                 table.add_batch(chunk, out);
                 // A table that takes a new flow for (nearly) every packet,
                 // as under a flood from random sources, only adds a lookup
@@ -815,7 +815,7 @@ impl Front {
                 // it. (New flows, not flows let go: a table emptied at an
                 // interval's end lets none go until it is full again.)
                 self.window.0 += chunk.len();
-                self.window.1 += out.len() - before + (table.held() - held);
+                self.window.1 += table.taken().wrapping_sub(taken);
                 if self.window.0 >= BYPASS_WINDOW {
                     if self.window.1 * 16 >= self.window.0 * 15 {
                         self.bypass = BYPASS_PACKETS;
