@@ -13,8 +13,9 @@
 #    agurim's and aguri3's output read by kansoku, aguri2 -v read by kansoku; totals compared each way.
 # 2. Speed: the whole `kansoku profile -r FILE -i 60` beside `aguri2 -r FILE -s 60` and `aguri3 -r FILE -i 60`
 #    (wall time, medians of ROUNDS, default 5, alternating, the trace read into the page cache with `cat` before
-#    every timed run of every tool: this VM keeps only part of 4 GB of traces cached) on a trace of 2,000,000 frames from 16,384 active flows (`synth
-#    --flows`, heavy-tailed flow lengths, the realistic case) and one where every frame is a new flow.
+#    every timed run of every tool: this VM keeps only part of 4 GB of traces cached) on a trace of 2,000,000
+#    frames from 16,384 active flows (`synth --flows`, heavy-tailed flow lengths, the realistic case) and one
+#    where every frame is a new flow.
 # Results go to standard output as markdown.
 set -euo pipefail
 cd "$(dirname "$0")/.."

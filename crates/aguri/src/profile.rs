@@ -849,8 +849,8 @@ impl Front {
     }
 
     /// Whether the table is past its start, when it takes every new flow
-    /// into an empty slot and lets few go: settled
-    /// ([`FlowTable::settled`]), or bypassed, or absent. (A table that never fills holds every flow
+    /// into an empty slot and lets few go: settled ([`FlowTable::settled`]),
+    /// or bypassed, or absent. (A table that never fills holds every flow
     /// of the run, and where it is counted matters little.)
     fn warm(&self) -> bool {
         self.bypass > 0 || self.flows.as_ref().is_none_or(FlowTable::settled)
