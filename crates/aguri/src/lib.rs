@@ -25,6 +25,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod exact;
 mod flows;
 pub mod flows2d;
 pub mod formats;
@@ -41,7 +42,7 @@ pub use label::{KeyKind, Prefix};
 pub use merge::{merge_all, merge_with, MergeError, Merger};
 pub use profile::{
     ConfigError, FlowKey, Profiler, ProfilerConfig, DEFAULT_BUDGET, DEFAULT_FLOW_SLOTS,
-    DEFAULT_PAIRS, DEFAULT_THRESHOLD,
+    DEFAULT_PAIRS, DEFAULT_THRESHOLD, MIN_EXACT_KEYS,
 };
 pub use series::{top_series, Series};
 pub use summary::{parse_summaries, ParseError, Section, SectionKind, Summary};

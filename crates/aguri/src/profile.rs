@@ -1,8 +1,11 @@
 //! The profiler stage: packets in, one [`Summary`] per interval out.
 //!
-//! Four trees, as aguri keeps (paper 004 §2.2): source address, destination
+//! Four views, as aguri keeps (paper 004 §2.2): source address, destination
 //! address, `version:protocol:srcport` and `version:protocol:dstport`. Each
-//! packet is counted once in each, in bytes and in packets. Intervals are
+//! packet is counted once in each, in bytes and in packets: in aguri's
+//! trees with LRU reclaim, or with `exact_keys` in an exact store of the
+//! interval's keys ([`crate::exact`], the summary aggregated from every
+//! key). Intervals are
 //! aligned to multiples of their length in Unix time; the first interval
 //! starts at the first packet and the last ends at the last packet, so the
 //! partial intervals at both ends are reported, and every packet is in
@@ -19,11 +22,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 
+use crate::exact::ExactCounts;
 use crate::flows::{Departed, FlowKeys, FlowTable};
 use crate::flows2d::PairTable;
 use crate::label::{address_key, port_key, KeyKind, V4_MAPPED, V4_MAPPED_LEN};
 use crate::summary::{Section, SectionKind, Summary};
-use crate::tree::{Metric, PatriciaTree, MIN_BUDGET};
+use crate::tree::{Entry, Metric, PatriciaTree, MIN_BUDGET};
 
 /// Packets held back before the flow table counts them: one of its chunks
 /// ([`FlowTable::add_batch`] reads a chunk's slots first, then counts), 3 KiB
@@ -167,8 +171,13 @@ impl FlowKey {
 pub struct ProfilerConfig {
     /// Interval length in nanoseconds; 0 makes one summary of everything.
     pub interval_ns: u64,
-    /// Nodes per tree.
+    /// Nodes per tree, with `exact_keys: 0`.
     pub budget: usize,
+    /// Keys each of the four views counts exactly in an interval before
+    /// it collapses what it holds ([`crate::exact`]: 32 bytes a key, and as
+    /// much again to sort them when the summary is made); 0 (the default):
+    /// aguri's trees of `budget` nodes with LRU reclaim instead.
+    pub exact_keys: usize,
     /// Percent of the interval's total an entry needs to be reported.
     pub threshold: f64,
     /// What the threshold and the shares are measured in.
@@ -193,6 +202,7 @@ impl Default for ProfilerConfig {
         ProfilerConfig {
             interval_ns: 0,
             budget: DEFAULT_BUDGET,
+            exact_keys: 0,
             threshold: DEFAULT_THRESHOLD,
             metric: Metric::Either,
             flow_slots: DEFAULT_FLOW_SLOTS,
@@ -214,7 +224,12 @@ pub enum ConfigError {
     Threshold(f64),
     /// The node budget is below [`MIN_BUDGET`].
     Budget(usize),
+    /// Exact keys set, but below [`MIN_EXACT_KEYS`].
+    ExactKeys(usize),
 }
+
+/// The fewest exact keys accepted (other than 0).
+pub const MIN_EXACT_KEYS: usize = crate::exact::MIN_CAP;
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -226,6 +241,12 @@ impl fmt::Display for ConfigError {
                 write!(
                     f,
                     "node budget {b} is too small (expected at least {MIN_BUDGET})"
+                )
+            }
+            ConfigError::ExactKeys(k) => {
+                write!(
+                    f,
+                    "{k} exact keys are too few (expected 0, or at least {MIN_EXACT_KEYS})"
                 )
             }
         }
@@ -242,6 +263,9 @@ impl ProfilerConfig {
         }
         if self.budget < MIN_BUDGET {
             return Err(ConfigError::Budget(self.budget));
+        }
+        if self.exact_keys > 0 && self.exact_keys < MIN_EXACT_KEYS {
+            return Err(ConfigError::ExactKeys(self.exact_keys));
         }
         Ok(())
     }
@@ -276,30 +300,95 @@ impl ProfilerConfig {
     }
 }
 
+/// One view's counts: aguri's tree, or every key exactly.
+pub(crate) enum Store {
+    Lru(PatriciaTree),
+    Exact(ExactCounts),
+}
+
+impl Store {
+    fn new(
+        kind: KeyKind,
+        budget: usize,
+        exact: Option<&ProfilerConfig>,
+        pinned: &[(u128, u8)],
+    ) -> Store {
+        match exact {
+            Some(c) => Store::Exact(ExactCounts::new(
+                kind,
+                c.exact_keys,
+                pinned,
+                c.metric,
+                c.threshold,
+            )),
+            None => Store::Lru(PatriciaTree::new(kind, budget, pinned)),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Store::Lru(t) => t.clear(),
+            Store::Exact(e) => e.clear(),
+        }
+    }
+
+    fn totals(&self) -> (u64, u64) {
+        match self {
+            Store::Lru(t) => (t.total_bytes(), t.total_packets()),
+            Store::Exact(e) => (e.total_bytes(), e.total_packets()),
+        }
+    }
+
+    /// The aggregation pass (an exact store is empty afterwards).
+    fn entries(&mut self, metric: Metric, threshold: f64, coarsen: bool) -> Vec<Entry> {
+        match self {
+            Store::Lru(t) => t.aggregate_with(metric, threshold, coarsen),
+            Store::Exact(e) => e.summarize(metric, threshold, coarsen),
+        }
+    }
+
+    /// Counts a prefix (a summary's entry being merged).
+    pub(crate) fn add_prefix(&mut self, key: u128, len: u8, bytes: u64, packets: u64) {
+        match self {
+            Store::Lru(t) => t.add_prefix(key, len, bytes, packets),
+            Store::Exact(_) => unreachable!("merges count in trees"),
+        }
+    }
+}
+
 /// Trees of one period, each over one of a flow's keys: all four (a
 /// merge), or the two address trees or the two port trees (the profiler
-/// counts these apart, see [`Front`]).
+/// counts these apart, see [`Front`]). A profiler's may be exact stores
+/// ([`ProfilerConfig::exact_keys`]).
 pub(crate) struct Trees {
     /// The key (`FlowKeys::tree_key`) and section of the first tree.
     first: usize,
-    pub(crate) t: Vec<PatriciaTree>,
+    pub(crate) t: Vec<Store>,
     /// Every update counted, in order (tests).
     #[cfg(test)]
     log: Vec<(FlowKeys, u64, u64)>,
 }
 
 impl Trees {
-    /// All four: source and destination address, source and destination
-    /// port.
+    /// All four aguri trees: source and destination address, source and
+    /// destination port (a merge's).
     pub(crate) fn new(budget: usize) -> Trees {
-        let mut t = Trees::addresses(budget);
-        t.t.extend(Trees::ports(budget).t);
+        let mut t = Trees::addresses(budget, None);
+        t.t.extend(Trees::ports(budget, None).t);
         t
     }
 
-    /// The source and destination address trees.
-    fn addresses(budget: usize) -> Trees {
-        let addr = || PatriciaTree::new(KeyKind::Address, budget, &[(V4_MAPPED, V4_MAPPED_LEN)]);
+    /// The source and destination address trees (exact stores with
+    /// `exact`'s settings, when given).
+    fn addresses(budget: usize, exact: Option<&ProfilerConfig>) -> Trees {
+        let addr = || {
+            Store::new(
+                KeyKind::Address,
+                budget,
+                exact,
+                &[(V4_MAPPED, V4_MAPPED_LEN)],
+            )
+        };
         Trees {
             first: 0,
             t: vec![addr(), addr()],
@@ -309,16 +398,26 @@ impl Trees {
     }
 
     /// The source and destination port trees.
-    fn ports(budget: usize) -> Trees {
+    fn ports(budget: usize, exact: Option<&ProfilerConfig>) -> Trees {
         let v4 = port_key(4, 0, 0);
         let v6 = port_key(6, 0, 0);
-        let port = || PatriciaTree::new(KeyKind::Port, budget, &[(v4, 8), (v6, 8)]);
+        let port = || Store::new(KeyKind::Port, budget, exact, &[(v4, 8), (v6, 8)]);
         Trees {
             first: 2,
             t: vec![port(), port()],
             #[cfg(test)]
             log: Vec::new(),
         }
+    }
+
+    /// The profiler's address trees for `cfg`.
+    fn addresses_for(cfg: &ProfilerConfig) -> Trees {
+        Trees::addresses(cfg.budget, (cfg.exact_keys > 0).then_some(cfg))
+    }
+
+    /// The profiler's port trees for `cfg`.
+    fn ports_for(cfg: &ProfilerConfig) -> Trees {
+        Trees::ports(cfg.budget, (cfg.exact_keys > 0).then_some(cfg))
     }
 
     /// The last tree taken out, as trees of their own (counted on another
@@ -352,9 +451,18 @@ impl Trees {
         self.log
             .extend(flows.iter().map(|u| (*u.keys(), u.bytes(), u.packets())));
         /// One tree's run, its key chosen outside the loop.
-        fn run<U: Update>(tree: &mut PatriciaTree, flows: &[U], key: impl Fn(&FlowKeys) -> u128) {
-            for d in flows {
-                tree.add(key(d.keys()), d.bytes(), d.packets());
+        fn run<U: Update>(tree: &mut Store, flows: &[U], key: impl Fn(&FlowKeys) -> u128) {
+            match tree {
+                Store::Lru(t) => {
+                    for d in flows {
+                        t.add(key(d.keys()), d.bytes(), d.packets());
+                    }
+                }
+                Store::Exact(e) => {
+                    for d in flows {
+                        e.add(key(d.keys()), d.bytes(), d.packets());
+                    }
+                }
             }
         }
         for (i, tree) in self.t.iter_mut().enumerate() {
@@ -367,19 +475,26 @@ impl Trees {
         }
     }
 
-    /// The section of tree `i`.
-    fn section(&self, i: usize, metric: Metric, threshold: f64, coarsen: bool) -> Section {
-        let t = &self.t[i];
+    /// The section of tree `i` (an exact store is empty afterwards).
+    fn section(&mut self, i: usize, metric: Metric, threshold: f64, coarsen: bool) -> Section {
+        let kind = SectionKind::ALL[self.first + i];
+        let t = &mut self.t[i];
+        let (bytes, packets) = t.totals();
         Section {
-            kind: SectionKind::ALL[self.first + i],
-            bytes: t.total_bytes(),
-            packets: t.total_packets(),
-            entries: t.aggregate_with(metric, threshold, coarsen),
+            kind,
+            bytes,
+            packets,
+            entries: t.entries(metric, threshold, coarsen),
         }
     }
 
     /// The four sections, of a `Trees` that holds all four trees.
-    pub(crate) fn sections(&self, metric: Metric, threshold: f64, coarsen: bool) -> [Section; 4] {
+    pub(crate) fn sections(
+        &mut self,
+        metric: Metric,
+        threshold: f64,
+        coarsen: bool,
+    ) -> [Section; 4] {
         std::array::from_fn(|i| self.section(i, metric, threshold, coarsen))
     }
 }
@@ -400,7 +515,7 @@ struct Current {
 /// inline, from that packet's call; on the counting thread, from the first
 /// call to `add`, [`advance`](Self::advance) or [`finish`](Self::finish)
 /// after the summary is made), and the last ones from `finish`. Memory is
-/// fixed by the node budget.
+/// bounded by the node budget, or by the exact keys (`exact_keys`).
 ///
 /// Packets are counted in batches: every `CHUNK` (64) packets' keys are
 /// counted in the flow table ([`crate::flows`]), and the flows it lets go
@@ -717,7 +832,7 @@ type Summarized = ([Section; 4], Vec<crate::flows2d::Flow>);
 impl Counted {
     fn new(cfg: ProfilerConfig) -> Counted {
         Counted {
-            addresses: Trees::addresses(cfg.budget),
+            addresses: Trees::addresses_for(&cfg),
             pairs: (cfg.pairs > 0).then(|| PairTable::new(cfg.pairs)),
             cfg,
         }
@@ -961,7 +1076,7 @@ impl Behind {
     fn new(cfg: ProfilerConfig) -> Behind {
         Behind {
             front: Front::new(&cfg),
-            ports: Trees::ports(cfg.budget),
+            ports: Trees::ports_for(&cfg),
             back: Back::new(cfg),
         }
     }
@@ -1338,7 +1453,7 @@ impl Counter {
         let (lent_tx, lent) = channel();
         let shared = Arc::new(Shared {
             front: Mutex::new(Front::new(&cfg)),
-            ports: Mutex::new(Trees::ports(cfg.budget)),
+            ports: Mutex::new(Trees::ports_for(&cfg)),
             closing: Mutex::new(Front::new(&cfg)),
             queued: AtomicUsize::new(0),
             busy_ns: AtomicU64::new(0),
@@ -1808,11 +1923,14 @@ mod tests {
     fn the_trees_thread_gives_the_summaries_counting_inline_gives() {
         use rand::{Rng, SeedableRng};
         // Several intervals, a flood from random sources in the middle, the
-        // 2-D view, small budgets so the trees reclaim.
+        // 2-D view, small budgets so the trees reclaim (with aguri's trees,
+        // `exact_keys: 0`) or the exact stores collapse (1,024 keys).
+        let exact_keys = std::cell::Cell::new(MIN_EXACT_KEYS);
         let run = |tree_thread: bool, flow_slots: usize| {
             let mut p = ProfilerConfig {
                 interval_ns: 1_000_000_000,
                 budget: 64,
+                exact_keys: exact_keys.get(),
                 flow_slots,
                 pairs: 512,
                 tree_thread,
@@ -1877,6 +1995,11 @@ mod tests {
         assert!(HERE.load(Ordering::Relaxed) >= before + 40);
         assert!(PORTS_HERE.load(Ordering::Relaxed) >= ports_before + 20);
         assert!(inline == switching, "moving the table changed a summary");
+        // aguri's trees, reclaiming.
+        exact_keys.set(0);
+        let (inline, threaded) = (run(false, 256), run(true, 256));
+        assert!(inline.iter().all(|s| s.sections[0].entries.len() > 2));
+        assert!(inline == threaded, "the counting thread changed a summary");
     }
 
     /// Summaries made on the counting thread while the next interval is

@@ -824,21 +824,26 @@ const PORT_SCALE: [u8; 33] = [
 ];
 
 /// Whether two counts differ by less than a sixteenth of their sum (aguri2's `are_similar`).
-fn similar(a: u64, b: u64) -> bool {
+pub(crate) fn similar(a: u64, b: u64) -> bool {
     a.abs_diff(b) < a.saturating_add(b) >> 4
 }
 
 impl PatriciaTree {
     /// aguri2's threshold scale for a node of `key`/`len`.
     fn threshold_scale(&self, key: u128, len: u8) -> u8 {
-        use crate::label::{V4_MAPPED, V4_MAPPED_LEN};
-        match self.kind {
-            KeyKind::Port => PORT_SCALE[usize::from(len.min(32))],
-            KeyKind::Address if len >= V4_MAPPED_LEN && key >> 32 == V4_MAPPED >> 32 => {
-                ADDR4_SCALE[usize::from(len - V4_MAPPED_LEN)]
-            }
-            KeyKind::Address => ADDR6_SCALE[usize::from(len.min(128))],
+        scale_of(self.kind, key, len)
+    }
+}
+
+/// aguri2's threshold scale for a node of `key`/`len` in a `kind` tree.
+pub(crate) fn scale_of(kind: KeyKind, key: u128, len: u8) -> u8 {
+    use crate::label::{V4_MAPPED, V4_MAPPED_LEN};
+    match kind {
+        KeyKind::Port => PORT_SCALE[usize::from(len.min(32))],
+        KeyKind::Address if len >= V4_MAPPED_LEN && key >> 32 == V4_MAPPED >> 32 => {
+            ADDR4_SCALE[usize::from(len - V4_MAPPED_LEN)]
         }
+        KeyKind::Address => ADDR6_SCALE[usize::from(len.min(128))],
     }
 }
 

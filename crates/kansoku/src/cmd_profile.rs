@@ -34,6 +34,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     let cfg = ProfilerConfig {
         interval_ns,
         budget: args.budget,
+        exact_keys: args.exact_keys,
         threshold: args.threshold,
         metric,
         flow_slots: args.flow_slots,
