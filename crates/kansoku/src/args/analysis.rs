@@ -149,10 +149,10 @@ pub struct ProfileArgs {
     pub packets: bool,
     /// Count every key exactly instead of in aguri's trees: each view (source, destination, source port,
     /// destination port) keeps up to KEYS keys an interval and aggregates them when the summary is made, so
-    /// entries are exact (262,144 suits a busy link: 16 MiB a view at most, used only as keys come). Beyond half
-    /// of KEYS distinct keys (a flood of new addresses) a view collapses what it holds into the prefixes that
-    /// reach the threshold so far, and goes on; totals stay exact. 0 (the default): aguri's trees of --budget
-    /// nodes with LRU reclaim.
+    /// entries are exact (65,536 suits a busy link: 4 MiB a view at most, used only as keys come). Beyond half of
+    /// KEYS distinct keys (a flood of new addresses) a view collapses what it holds into the subtrees that hold
+    /// half the threshold so far, and goes on; totals stay exact. 0 (the default): aguri's trees of --budget nodes
+    /// with LRU reclaim.
     #[arg(long, value_name = "KEYS", default_value_t = 0)]
     pub exact_keys: usize,
     /// Nodes per tree (memory is fixed by it), unless --exact-keys; --merge always uses trees.
