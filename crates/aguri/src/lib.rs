@@ -41,8 +41,8 @@ pub mod tree;
 pub use label::{KeyKind, Prefix};
 pub use merge::{merge_all, merge_with, MergeError, Merger};
 pub use profile::{
-    ConfigError, FlowKey, Profiler, ProfilerConfig, DEFAULT_BUDGET, DEFAULT_FLOW_SLOTS,
-    DEFAULT_PAIRS, DEFAULT_THRESHOLD, MIN_EXACT_KEYS,
+    ConfigError, FlowKey, Profiler, ProfilerConfig, DEFAULT_BUDGET, DEFAULT_EXACT_KEYS,
+    DEFAULT_FLOW_SLOTS, DEFAULT_PAIRS, DEFAULT_THRESHOLD, MIN_EXACT_KEYS,
 };
 pub use series::{top_series, Series};
 pub use summary::{parse_summaries, ParseError, Section, SectionKind, Summary};

@@ -2,10 +2,10 @@
 //!
 //! Four views, as aguri keeps (paper 004 §2.2): source address, destination
 //! address, `version:protocol:srcport` and `version:protocol:dstport`. Each
-//! packet is counted once in each, in bytes and in packets: in aguri's
-//! trees with LRU reclaim, or with `exact_keys` in an exact store of the
-//! interval's keys ([`crate::exact`], the summary aggregated from every
-//! key). Intervals are
+//! packet is counted once in each, in bytes and in packets: in an exact
+//! store of the interval's keys ([`crate::exact`], the summary aggregated
+//! from every key; the default), or in aguri's trees with LRU reclaim
+//! (`exact_keys: 0`). Intervals are
 //! aligned to multiples of their length in Unix time; the first interval
 //! starts at the first packet and the last ends at the last packet, so the
 //! partial intervals at both ends are reported, and every packet is in
@@ -175,8 +175,9 @@ pub struct ProfilerConfig {
     pub budget: usize,
     /// Keys each of the four views counts exactly in an interval before
     /// it collapses what it holds ([`crate::exact`]: 32 bytes a key, and as
-    /// much again to sort them when the summary is made); 0 (the default):
-    /// aguri's trees of `budget` nodes with LRU reclaim instead.
+    /// much again to sort them when the summary is made; by default
+    /// [`DEFAULT_EXACT_KEYS`]); 0: aguri's trees of `budget` nodes with LRU
+    /// reclaim instead.
     pub exact_keys: usize,
     /// Percent of the interval's total an entry needs to be reported.
     pub threshold: f64,
@@ -202,7 +203,7 @@ impl Default for ProfilerConfig {
         ProfilerConfig {
             interval_ns: 0,
             budget: DEFAULT_BUDGET,
-            exact_keys: 0,
+            exact_keys: DEFAULT_EXACT_KEYS,
             threshold: DEFAULT_THRESHOLD,
             metric: Metric::Either,
             flow_slots: DEFAULT_FLOW_SLOTS,
@@ -212,6 +213,13 @@ impl Default for ProfilerConfig {
         }
     }
 }
+
+/// Keys each view counts exactly in an interval by default: 4 MiB a view
+/// at most (64 bytes a key with the room to sort them), taken only as
+/// keys come; an interval with fewer than half as many distinct keys in a
+/// view is counted exactly. A smaller buffer stays in the caches: a flood
+/// of new addresses took 0.238 s with 65,536 against 0.268 with 262,144.
+pub const DEFAULT_EXACT_KEYS: usize = 64 * 1024;
 
 /// Entries of the 5-tuple table behind the 2-D view by default (about
 /// 80 bytes each: 20 MiB).

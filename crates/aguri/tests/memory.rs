@@ -1,5 +1,6 @@
-//! Memory is bounded by the node budget: ten million packets with random
-//! addresses and ports leave the resident set where a few thousand left it.
+//! Memory is bounded by the exact keys (or the node budget): ten million
+//! packets with random addresses and ports leave the resident set where a
+//! hundred thousand left it.
 
 use std::net::IpAddr;
 

@@ -147,15 +147,14 @@ pub struct ProfileArgs {
     /// Short for --metric packets.
     #[arg(long)]
     pub packets: bool,
-    /// Count every key exactly instead of in aguri's trees: each view (source, destination, source port,
-    /// destination port) keeps up to KEYS keys an interval and aggregates them when the summary is made, so
-    /// entries are exact (65,536 suits a busy link: 4 MiB a view at most, used only as keys come). Beyond half of
-    /// KEYS distinct keys (a flood of new addresses) a view collapses what it holds into the subtrees that hold
-    /// half the threshold so far, and goes on; totals stay exact. 0 (the default): aguri's trees of --budget nodes
-    /// with LRU reclaim.
-    #[arg(long, value_name = "KEYS", default_value_t = 0)]
+    /// Keys each view (source, destination, source port, destination port) counts exactly in an interval: every
+    /// key is kept and aggregated when the summary is made, so entries are exact (4 MiB a view at most, taken only
+    /// as keys come). Beyond half of KEYS distinct keys (a flood of new addresses) a view collapses what it holds
+    /// into the subtrees that hold half the threshold so far, and goes on; totals stay exact. 0: aguri's trees of
+    /// --budget nodes with LRU reclaim instead.
+    #[arg(long, value_name = "KEYS", default_value_t = aguri::DEFAULT_EXACT_KEYS)]
     pub exact_keys: usize,
-    /// Nodes per tree (memory is fixed by it), unless --exact-keys; --merge always uses trees.
+    /// Nodes per tree with --exact-keys 0 (memory is fixed by it), and in --merge.
     #[arg(long, value_name = "NODES", default_value_t = 4096)]
     pub budget: usize,
     /// Flows counted together in a table in front of the trees, at most (64 bytes each; it
