@@ -58,7 +58,10 @@ struct Held {
 /// subtree (of the totals so far): half, so that a block that ends just
 /// over the threshold was held whole through the interval. A sixteenth
 /// made a flood of new addresses 40% slower to count than aguri's trees
-/// (the walk over many more nodes at each collapse).
+/// (the walk over many more nodes at each collapse). Never below 16 keys'
+/// worth of the capacity, and doubled while more than a quarter of the
+/// capacity would be held, so that a threshold of 0 (every node with a
+/// count reported) still bounds memory.
 pub const COLLAPSE_SHARE: f64 = 0.5;
 
 /// Slots of the recent keys in front of the buffer: 4,096 (128 KiB).
@@ -462,27 +465,38 @@ impl ExactCounts {
         // Every node folded away at the collapse's threshold (of the
         // totals so far): the subtrees below it are one node each first.
         let (metric, totals) = (self.metric, (self.bytes, self.packets));
-        let threshold = self.threshold * COLLAPSE_SHARE;
-        let items = self.reduce(&fixed, |b, p| !metric.reaches((b, p), totals, threshold));
-        let walk = Walk {
-            kind: self.kind,
-            metric,
-            threshold,
-            coarsen: false,
-            totals,
-            subtree: true,
-        };
-        let entries = walk.run(merged(fixed, items));
-        self.keys.clear();
-        self.held = entries
-            .into_iter()
-            .map(|e| Held {
-                key: e.prefix.key,
-                len: e.prefix.len,
-                bytes: e.bytes,
-                packets: e.packets,
-            })
-            .collect();
+        // Never below 16 keys' worth of the capacity (a threshold of 0 keeps
+        // every node with a count, which would hold every key).
+        let mut threshold = (self.threshold * COLLAPSE_SHARE).max(1600.0 / self.cap as f64);
+        let mut items = self.reduce(&fixed, |b, p| !metric.reaches((b, p), totals, threshold));
+        loop {
+            let walk = Walk {
+                kind: self.kind,
+                metric,
+                threshold,
+                coarsen: false,
+                totals,
+                subtree: true,
+            };
+            let entries = walk.run(merged(self.fixed(), items));
+            self.keys.clear();
+            self.held = entries
+                .into_iter()
+                .map(|e| Held {
+                    key: e.prefix.key,
+                    len: e.prefix.len,
+                    bytes: e.bytes,
+                    packets: e.packets,
+                })
+                .collect();
+            // Held prefixes beyond a quarter of the capacity (traffic spread
+            // evenly over many deep blocks): collapse them further.
+            if self.held.len() <= self.cap / 4 || threshold >= 100.0 {
+                return;
+            }
+            threshold *= 2.0;
+            items = Vec::new();
+        }
     }
 
     /// aguri's aggregation pass over every key counted, as
@@ -846,5 +860,24 @@ mod tests {
         let b = big.summarize(Metric::Either, 1.0, false);
         assert!(b.len() > 90, "{} entries", b.len());
         assert_eq!(a, b);
+    }
+
+    /// A threshold of 0 reports every node with a count; collapses still
+    /// bound what is held.
+    #[test]
+    fn a_zero_threshold_still_bounds_memory() {
+        let pins = pinned(KeyKind::Address);
+        let mut e = ExactCounts::new(KeyKind::Address, MIN_CAP, &pins, Metric::Either, 0.0);
+        let mut s = 0x5eed_1234_abcd_0001u64;
+        let mut packets = 0u64;
+        for _ in 0..100_000u64 {
+            let r = rng(&mut s);
+            e.add(V4_MAPPED | u128::from(r as u32), 100, 1);
+            packets += 1;
+            assert!(e.keys.len() <= MIN_CAP && e.held.len() <= MIN_CAP / 4 + 1);
+        }
+        let entries = e.summarize(Metric::Either, 0.0, false);
+        assert_eq!(entries.iter().map(|x| x.packets).sum::<u64>(), packets);
+        assert!(entries.len() > 10, "{} entries", entries.len());
     }
 }
