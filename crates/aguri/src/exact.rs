@@ -370,14 +370,17 @@ impl ExactCounts {
         self.keys.push(r);
     }
 
-    /// Moves the keys held in `recent` to the buffer.
-    fn flush_recent(&mut self) {
-        for i in 0..self.recent.len() {
-            let r = std::mem::take(&mut self.recent[i]);
-            if (r.bytes | r.packets) != 0 {
-                self.push(r);
-            }
-        }
+    /// Takes the keys held in `recent` out (a collapse, or a summary, must
+    /// see all of each key's counts).
+    fn take_recent(&mut self) -> Vec<Rec> {
+        let taken = self
+            .recent
+            .iter()
+            .filter(|r| (r.bytes | r.packets) != 0)
+            .copied()
+            .collect();
+        self.recent.fill(Rec::default());
+        taken
     }
 
     /// The pinned and held prefixes, in preorder, the root first.
@@ -434,15 +437,10 @@ impl ExactCounts {
     /// more than half full, collapsed.
     #[cold]
     fn compact(&mut self) {
-        // The recent keys too: a collapse must see all of each key's counts
-        // (room for them was reserved with the buffer).
-        for i in 0..self.recent.len() {
-            let r = std::mem::take(&mut self.recent[i]);
-            if (r.bytes | r.packets) != 0 {
-                self.keys.push(r);
-            }
-        }
-        let fixed = self.fixed();
+        // Into the room reserved for them beyond the capacity.
+        let recent = self.take_recent();
+        self.keys.extend(recent);
+        let mut fixed = self.fixed();
         // Summing duplicates is only worth a pass when there are some: a
         // sample of evenly spaced keys tells.
         let step = (self.keys.len() / 1024).max(1);
@@ -478,7 +476,7 @@ impl ExactCounts {
                 totals,
                 subtree: true,
             };
-            let entries = walk.run(merged(self.fixed(), items));
+            let entries = walk.run(merged(std::mem::take(&mut fixed), items));
             self.keys.clear();
             self.held = entries
                 .into_iter()
@@ -495,6 +493,7 @@ impl ExactCounts {
                 return;
             }
             threshold *= 2.0;
+            fixed = self.fixed();
             items = Vec::new();
         }
     }
@@ -503,7 +502,9 @@ impl ExactCounts {
     /// [`PatriciaTree::aggregate_with`](crate::tree::PatriciaTree::aggregate_with);
     /// the store is empty afterwards (the sort works in its buffers).
     pub fn summarize(&mut self, metric: Metric, threshold: f64, coarsen: bool) -> Vec<Entry> {
-        self.flush_recent();
+        for r in self.take_recent() {
+            self.push(r);
+        }
         let totals = (self.bytes, self.packets);
         let fixed = self.fixed();
         // A subtree whose counts do not reach the threshold has no node

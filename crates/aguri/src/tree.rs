@@ -734,7 +734,7 @@ impl PatriciaTree {
             let (mut b, mut p) = (b + m.bytes, p + m.packets);
             let mut threshold = threshold;
             if coarsen {
-                threshold *= f64::from(1u32 << self.threshold_scale(m.key, m.len));
+                threshold *= f64::from(1u32 << scale_of(self.kind, m.key, m.len));
                 let [c0, c1] = link.child;
                 if c0 != NIL && c1 != NIL {
                     let (k0, k1) = (c0 as usize, c1 as usize);
@@ -826,13 +826,6 @@ const PORT_SCALE: [u8; 33] = [
 /// Whether two counts differ by less than a sixteenth of their sum (aguri2's `are_similar`).
 pub(crate) fn similar(a: u64, b: u64) -> bool {
     a.abs_diff(b) < a.saturating_add(b) >> 4
-}
-
-impl PatriciaTree {
-    /// aguri2's threshold scale for a node of `key`/`len`.
-    fn threshold_scale(&self, key: u128, len: u8) -> u8 {
-        scale_of(self.kind, key, len)
-    }
 }
 
 /// aguri2's threshold scale for a node of `key`/`len` in a `kind` tree.
