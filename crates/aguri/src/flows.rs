@@ -150,20 +150,9 @@ impl Slot {
     }
 }
 
-/// Set by tests that compare two runs entry for entry: every table made
-/// after it takes this seed instead of a random one.
-#[cfg(test)]
-pub(crate) static FIXED_SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// A table's seed: random, so that traffic cannot be aimed at its slots.
+/// A random seed for a table, so that traffic cannot be aimed at its
+/// slots.
 fn table_seed() -> u64 {
-    #[cfg(test)]
-    {
-        let fixed = FIXED_SEED.load(std::sync::atomic::Ordering::Relaxed);
-        if fixed != 0 {
-            return fixed;
-        }
-    }
     std::collections::hash_map::RandomState::new().hash_one(1u8)
 }
 
@@ -225,7 +214,15 @@ fn fetch(slot: &Slot) {
 impl FlowTable {
     /// A table of up to `slots` slots, rounded up to a power of two (at
     /// least 4, at most 2^30).
+    #[cfg(test)]
     pub fn new(slots: usize) -> FlowTable {
+        FlowTable::with_seed(slots, None)
+    }
+
+    /// A table of up to `slots` slots whose hash takes `seed` (`None`: a
+    /// random one), so that the same packets leave it in the same order on
+    /// every run.
+    pub fn with_seed(slots: usize, seed: Option<u64>) -> FlowTable {
         let max = slots.clamp(4, MAX_SLOTS).next_power_of_two();
         let n = max.min(FIRST_SLOTS);
         FlowTable {
@@ -234,16 +231,17 @@ impl FlowTable {
             max,
             taken: 0,
             clock: 0,
-            seed: table_seed(),
+            seed: seed.unwrap_or_else(table_seed),
             held: 0,
             order: Vec::new(),
         }
     }
 
     /// The first slots of a flow's two candidate pairs (even indices, never
-    /// the same pair). The seed is random per table, so
-    /// that traffic cannot be aimed at one pair of slots; a collision only
-    /// sends flows to the trees sooner, it never loses a count.
+    /// the same pair). The seed is random per table unless the profiler
+    /// gives one ([`crate::ProfilerConfig::table_seed`]), so that traffic
+    /// cannot be aimed at one pair of slots; a collision only sends flows
+    /// to the trees sooner, it never loses a count.
     #[inline]
     fn slots_of(&self, k: &FlowKeys) -> (usize, usize) {
         let a = k.src[1] ^ k.src[0].rotate_left(21);

@@ -16,6 +16,27 @@ use crate::args::{MetricArg, ProfileArgs, SummaryFormatArg};
 use crate::progress::Progress;
 use crate::signals;
 
+/// The flow table's seed for a trace file: a hash of its length and its
+/// first 64 KiB, so that the same file gives the same summaries on every
+/// run (see [`ProfilerConfig::table_seed`]); `None` (a random seed) for
+/// standard input, or a file that cannot be read (opening it says why).
+fn file_seed(path: &std::path::Path) -> Option<u64> {
+    use std::hash::Hasher;
+    use std::io::Read;
+    if path.as_os_str() == "-" {
+        return None;
+    }
+    let f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut head = Vec::with_capacity(64 << 10);
+    f.take(64 << 10).read_to_end(&mut head).ok()?;
+    // SipHash with its fixed keys: the same on every run.
+    let mut h = std::hash::DefaultHasher::new();
+    h.write_u64(len);
+    h.write(&head);
+    Some(h.finish())
+}
+
 pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     let metric = match (args.bytes, args.packets, args.metric) {
         (true, _, _) | (_, _, MetricArg::Bytes) => Metric::Bytes,
@@ -45,6 +66,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         },
         coarsen: args.coarsen,
         tree_thread: true,
+        table_seed: args.read.as_deref().and_then(file_seed),
     };
     let format = match (args.json, args.format) {
         (true, _) => SummaryFormat::Json,
