@@ -19,15 +19,19 @@ use crate::signals;
 /// The flow table's seed for a trace file: a hash of its length and its
 /// first 64 KiB, so that the same file gives the same summaries on every
 /// run (see [`ProfilerConfig::table_seed`]); `None` (a random seed) for
-/// standard input, or a file that cannot be read (opening it says why).
+/// standard input, a pipe or device, or a file that cannot be read
+/// (opening it says why).
 fn file_seed(path: &std::path::Path) -> Option<u64> {
     use std::hash::Hasher;
     use std::io::Read;
     if path.as_os_str() == "-" {
         return None;
     }
+    // Only a regular file: a pipe's first bytes, read here, would be
+    // lost to the profile.
+    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+    let len = meta.len();
     let f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
     let mut head = Vec::with_capacity(64 << 10);
     f.take(64 << 10).read_to_end(&mut head).ok()?;
     // SipHash with its fixed keys: the same on every run.

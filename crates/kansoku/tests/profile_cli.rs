@@ -370,6 +370,53 @@ fn the_same_file_gives_the_same_summaries_on_every_run() {
     }
 }
 
+/// A named pipe is read whole: the seed is taken only from a regular file's
+/// first bytes (read from a pipe, they would be lost to the profile).
+#[test]
+fn a_named_pipe_is_read_whole() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let truth = heavy_hitters(&trace, 5_000);
+    let bytes = std::fs::read(&trace).unwrap();
+    assert!(bytes.len() > 64 << 10);
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+    let out = dir.path().join("out.agr");
+    let mut child = common::kansoku()
+        .args(["profile", "-r", p(&fifo), "-w", p(&out)])
+        .spawn()
+        .unwrap();
+    // The writer gives up if nobody reads (a broken pipe), and the profile
+    // is waited for a bounded time.
+    let writing = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&writing)?;
+        f.write_all(&bytes)
+    });
+    let begun = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if begun.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            // Unblock a writer still waiting for a reader.
+            let _ = std::fs::File::open(&fifo);
+            panic!("profile of a named pipe did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    writer.join().unwrap().unwrap();
+    assert!(status.success());
+    let s = read_file(&out);
+    let total = s.iter().fold((0, 0), |a, s| {
+        (a.0 + s.total_bytes(), a.1 + s.total_packets())
+    });
+    assert_eq!(total, (truth.bytes, truth.packets));
+}
+
 #[test]
 fn stdout_json_and_archive() {
     let dir = tempfile::tempdir().unwrap();
