@@ -467,6 +467,8 @@ impl ExactCounts {
         // every node with a count, which would hold every key).
         let mut threshold = (self.threshold * COLLAPSE_SHARE).max(1600.0 / self.cap as f64);
         let mut items = self.reduce(&fixed, |b, p| !metric.reaches((b, p), totals, threshold));
+        // The keys are in `items` now; further rounds fold what is held.
+        self.keys.clear();
         loop {
             let walk = Walk {
                 kind: self.kind,
@@ -477,7 +479,6 @@ impl ExactCounts {
                 subtree: true,
             };
             let entries = walk.run(merged(std::mem::take(&mut fixed), items));
-            self.keys.clear();
             self.held = entries
                 .into_iter()
                 .map(|e| Held {
