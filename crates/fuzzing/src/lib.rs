@@ -51,6 +51,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("observe", observe),
     ("index", index),
     ("window", window),
+    ("split", split),
     ("web_request", web_request),
     ("store_answer", store_answer),
 ];
@@ -622,6 +623,70 @@ pub fn window(data: &[u8]) {
             std::hint::black_box(e.to_string());
         }
     }
+}
+
+/// The profiler's two-thread read (`pipeline::SplitSource`) against the
+/// ordinary reader, on an arbitrary trace file and index: the input is laid
+/// out as [`window`]'s (see [`window_input`]), its third byte giving the
+/// runs' length (1 + 256 × b bytes) and its fourth whether chunks are
+/// checked (even) or not (odd). Where the split applies, it must give the
+/// packets the ordinary reader gives, in the same order, each with the same
+/// time, length and flow, and end with the same report: what it cannot take
+/// whole (a chunk that fails its checksum, records that do not end where a
+/// run ends) it leaves to the ordinary reader, which says what is wrong.
+pub fn split(data: &[u8]) {
+    split_read(data);
+}
+
+/// [`split`]'s body: `None` where the split does not apply, else whether
+/// the ordinary reader took over.
+pub fn split_read(data: &[u8]) -> Option<bool> {
+    use pipeline::{Consumer, Flow, SplitItem, SplitSource, TraceSource};
+    let (head, rest) = data.split_first_chunk::<4>()?;
+    let len = u16::from_le_bytes([head[0], head[1]]);
+    if len == NO_INDEX {
+        return None;
+    }
+    let (index, trace_bytes) = rest.split_at(usize::from(len).min(rest.len()));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("x.pcap");
+    std::fs::write(&path, trace_bytes).expect("writing the trace");
+    std::fs::write(trace::index::index_path(&path), index).expect("writing the index");
+    let verify = head[3] & 1 == 0;
+    let mut split = SplitSource::with_runs(&path, 1 + u64::from(head[2]) * 256, verify)?;
+    // The packets each read gives: time, length, flow.
+    #[derive(Default)]
+    struct Seen(Vec<(u64, u32, Option<FlowBits>)>);
+    impl Consumer<SplitSource> for Seen {
+        fn consume(&mut self, item: SplitItem<'_>) -> pipeline::Result<Flow> {
+            match item {
+                SplitItem::Packet(s) => self.0.push((s.ts_ns, s.orig_len, s.bits)),
+                SplitItem::Record(r) => {
+                    <Seen as Consumer<TraceSource>>::consume(self, r)?;
+                }
+            }
+            Ok(Flow::Continue)
+        }
+    }
+    impl Consumer<TraceSource> for Seen {
+        fn consume(&mut self, r: Record<'_>) -> pipeline::Result<Flow> {
+            if let Record::Packet(p) = r {
+                let bits = wire::flow_bits(p.link_type, p.data);
+                self.0.push((p.ts_nanos(), p.orig_len, bits));
+            }
+            Ok(Flow::Continue)
+        }
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut got = Seen::default();
+    let got_report = pipeline::run(&mut split, &mut got, pipeline::Control::new(&stop));
+    let fell_back = split.fell_back();
+    let mut one = TraceSource::open_verify(&path, verify).expect("the ordinary reader opens it");
+    let mut want = Seen::default();
+    let want_report = pipeline::run(&mut one, &mut want, pipeline::Control::new(&stop));
+    assert_eq!(format!("{got_report:?}"), format!("{want_report:?}"));
+    assert!(got.0 == want.0, "the packets differ");
+    Some(fell_back)
 }
 
 /// `kansoku web`'s request handling on arbitrary request targets: the

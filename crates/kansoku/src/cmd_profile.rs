@@ -6,8 +6,8 @@
 use aguri::{Metric, ProfilerConfig};
 use pipeline::stage::profile::interval_ns;
 use pipeline::{
-    read_summaries, Archive, Chain, Control, Discard, Error, ProfileStage, Report, Stages,
-    SummaryFormat, SummarySink, SummaryWriter, TraceSource,
+    read_summaries, Archive, Chain, Control, Discard, Error, ProfileStage, Report, SplitSource,
+    Stages, SummaryFormat, SummarySink, SummaryWriter, TraceSource,
 };
 
 use crate::fleet;
@@ -39,6 +39,13 @@ fn file_seed(path: &std::path::Path) -> Option<u64> {
     h.write_u64(len);
     h.write(&head);
     Some(h.finish())
+}
+
+/// Where `profile -r` reads its packets from.
+#[allow(clippy::large_enum_variant)] // one, for the whole run
+enum Input {
+    Split(SplitSource),
+    Plain(TraceSource),
 }
 
 pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
@@ -133,19 +140,30 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
             "give a trace with -r or summaries with --merge",
         ));
     };
-    let mut source = TraceSource::open(path)?;
     let stages = Stages {
         filter: None,
         profile: Some(ProfileStage::new(cfg, sink)?),
         reload: None,
     };
     let mut chain: Chain<Discard> = Chain::new(stages, None);
-    let progress = Progress::new(source.size(), true).with_store(fleet.as_ref().map(|f| f.stats()));
+    // A plain indexed pcap file is read on two threads, the rest on one.
+    let mut input = match SplitSource::open(path) {
+        Some(s) => Input::Split(s),
+        None => Input::Plain(TraceSource::open(path)?),
+    };
+    let size = match &input {
+        Input::Split(s) => s.size(),
+        Input::Plain(s) => s.size(),
+    };
+    let progress = Progress::new(size, true).with_store(fleet.as_ref().map(|f| f.stats()));
     let ctl = Control {
         stop: signals::stop_flag(),
         progress: Some(&progress),
     };
-    let mut report = pipeline::run(&mut source, &mut chain, ctl);
+    let mut report = match &mut input {
+        Input::Split(s) => pipeline::run(s, &mut chain, ctl),
+        Input::Plain(s) => pipeline::run(s, &mut chain, ctl),
+    };
     progress.finish();
     // What was read is summarized and written before anything is reported.
     if let Some(p) = chain.stages.profile {

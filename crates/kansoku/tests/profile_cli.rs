@@ -701,3 +701,52 @@ fn every_format_keeps_the_totals_and_the_2d_view() {
     let out = run_ok(&["profile", "-r", p(&trace), "--format", "aguri3"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("%!AGURI-2.0"));
 }
+
+/// A plain indexed pcap of 16 MiB or more is read on two threads (runs of
+/// whole chunks, the packets handed over as flows): the summaries are those
+/// of the same bytes read on one thread (a copy without its index, which
+/// can only be read as a stream), with chunks checked or not.
+#[test]
+fn a_trace_read_on_two_threads_gives_the_summaries_one_thread_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("big.pcap");
+    run_ok(&[
+        "synth",
+        "-c",
+        "40000",
+        "--flows",
+        "2000",
+        "--size",
+        "64-1518",
+        "--ip",
+        "mix",
+        "--rate",
+        "4000",
+        "--seed",
+        "3",
+        "-w",
+        p(&trace),
+    ]);
+    let len = std::fs::metadata(&trace).unwrap().len();
+    assert!(len > 20 << 20, "{len} bytes");
+    assert!(dir.path().join("big.pcap.kidx").exists());
+    let stream = dir.path().join("stream.pcap");
+    std::fs::copy(&trace, &stream).unwrap();
+    let profile = |args: &[&str]| {
+        let out = run_ok(args);
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let one = profile(&["profile", "-r", p(&stream), "-i", "1"]);
+    // Ten seconds of traffic.
+    assert!(one.matches("%!AGURI").count() >= 9, "{one}");
+    assert_eq!(profile(&["profile", "-r", p(&trace), "-i", "1"]), one);
+    assert_eq!(
+        profile(&["--no-verify", "profile", "-r", p(&trace), "-i", "1"]),
+        one
+    );
+}

@@ -9,6 +9,7 @@ use crate::packet::Frame;
 use crate::run::{Consumer, Flow};
 use crate::sink::PacketSink;
 use crate::source::lane::{LaneItem, LaneSource};
+use crate::source::split::{SplitItem, SplitSource};
 use crate::source::synth::SynthSource;
 use crate::source::trace::TraceSource;
 use crate::stage::Stages;
@@ -124,6 +125,34 @@ impl<S: PacketSink> Consumer<TraceSource> for Chain<S> {
 
     fn idle(&mut self) -> Result<()> {
         self.idle_sinks()
+    }
+}
+
+/// A split read's packets come sliced to their flows: only the profiler can
+/// take them, so a chain with a filter or a packet output is an error (the
+/// split source is opened only for a chain of the profiler alone).
+impl<S: PacketSink> Consumer<SplitSource> for Chain<S> {
+    #[inline(always)]
+    fn consume(&mut self, item: SplitItem<'_>) -> Result<Flow> {
+        let s = match item {
+            SplitItem::Record(rec) => {
+                return <Self as Consumer<TraceSource>>::consume(self, rec);
+            }
+            SplitItem::Packet(s) => s,
+        };
+        if !self.take() {
+            return Ok(Flow::Stop);
+        }
+        match (&self.stages.filter, &mut self.stages.profile, &self.passed) {
+            (None, Some(p), None) => {
+                self.counts.passed += 1;
+                p.split(&s)?;
+                Ok(Flow::Continue)
+            }
+            _ => Err(crate::Error::usage(
+                "a trace read on two threads goes to the profiler alone",
+            )),
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! sources                      stages                     sinks
-//! TraceSource (file, window) ┐                          ┌ TraceSink (pcap/pcapng, codecs, -C/-G)
+//! TraceSource (file, window) ┐
+//! SplitSource (two threads)  ┤                          ┌ TraceSink (pcap/pcapng, codecs, -C/-G)
 //! SynthSource                ├─► Chain: Stages ────────►├ SummarySink (aguri text/JSON, archive)
 //! LaneSource (capture ring)  ┘    filter ─► profile     └ the CLI's packet lines, the sender
 //! HeaderSource (ClassBench) ───► filter match / bench
@@ -50,6 +51,7 @@ pub use source::lane::{
     run_lane, Batch, BatchPacket, CaptureStats, LaneItem, LaneSource, LiveStats, PipelineConfig,
     Ring,
 };
+pub use source::split::{Sliced, SplitItem, SplitSource};
 pub use source::synth::SynthSource;
 pub use source::trace::{TraceSource, Window};
 pub use stage::census::{Census, FileStats};

@@ -33,6 +33,7 @@ pub mod read;
 pub mod record;
 pub mod reindex;
 pub mod rotate;
+pub mod runs;
 pub mod time;
 pub mod window;
 pub mod write;

@@ -46,17 +46,17 @@ use crate::index::{index_path, read_index, Index, IndexEntry};
 use crate::read::{Checks, TraceReader};
 
 /// The entries of an index that the file bears out.
-struct Checked {
+pub(crate) struct Checked {
     /// Chunks that lie whole inside the file, in order (no end entry).
-    entries: Vec<IndexEntry>,
+    pub(crate) entries: Vec<IndexEntry>,
     /// Where the last of them (or the end entry) ends in the file.
-    end: u64,
+    pub(crate) end: u64,
     /// The index ends with an end entry: the file was closed.
-    closed: bool,
+    pub(crate) closed: bool,
     /// Entries were left out for lying past the file's end: the file was
     /// cut after they were written, not left by a writer that died (which
     /// writes an entry only after its chunk).
-    past_end: bool,
+    pub(crate) past_end: bool,
 }
 
 /// What a windowed read touched.
@@ -84,7 +84,7 @@ const MAX_CHUNK: u64 = 64 << 20;
 /// Checks `index` against the trace `file` of `file_len` bytes; the entries
 /// that lie whole inside the file (after a crash the file may have lost
 /// the chunks of the last entries), or why the index cannot be used.
-fn check_index(
+pub(crate) fn check_index(
     index: &Index,
     file: &File,
     file_len: u64,

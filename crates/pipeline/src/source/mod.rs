@@ -5,6 +5,8 @@
 //! - [`headers::HeaderSource`]: a ClassBench header trace (or a packet
 //!   trace's IP headers) as batches of filter keys.
 //! - [`synth::SynthSource`]: synthetic traffic.
+//! - [`split::SplitSource`]: a plain, indexed pcap file read on two
+//!   threads, its packets handed over as flows, for the profiler.
 //! - [`lane::LaneSource`]: a capture ring's packets, handed over by the
 //!   ring thread of [`lane::run_lane`].
 //!
@@ -13,5 +15,6 @@
 
 pub mod headers;
 pub mod lane;
+pub mod split;
 pub mod synth;
 pub mod trace;

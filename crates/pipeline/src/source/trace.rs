@@ -38,6 +38,11 @@ impl Window {
 /// (the default; `--no-verify` turns it off for the process).
 static VERIFY: AtomicBool = AtomicBool::new(true);
 
+/// Whether trace reads verify chunk checksums.
+pub(crate) fn verifying() -> bool {
+    VERIFY.load(Ordering::Relaxed)
+}
+
 /// Sets whether trace reads verify chunk checksums from now on.
 pub fn set_verify(on: bool) {
     VERIFY.store(on, Ordering::Relaxed);
@@ -104,13 +109,22 @@ impl TraceSource {
     /// seekable file, only the blocks the index says overlap the window
     /// are decompressed.
     pub fn open_window(path: &Path, window: Window) -> Result<TraceSource> {
+        TraceSource::open_as(path, window, VERIFY.load(Ordering::Relaxed))
+    }
+
+    /// Opens `path` for every record, its chunks checked against the
+    /// index (`verify`) or not, whatever `--no-verify` said.
+    pub fn open_verify(path: &Path, verify: bool) -> Result<TraceSource> {
+        TraceSource::open_as(path, Window::default(), verify)
+    }
+
+    fn open_as(path: &Path, window: Window, verify: bool) -> Result<TraceSource> {
         if let (Some(s), Some(u)) = (window.since, window.until) {
             if u <= s {
                 return Err(Error::usage("--until must be later than --since"));
             }
         }
         let stdin = path.as_os_str() == "-";
-        let verify = VERIFY.load(Ordering::Relaxed);
         let mut ticks = None;
         // A file is read through its index when it has one: only the
         // chunks a window needs, each checked against its checksum.
@@ -192,6 +206,22 @@ impl TraceSource {
     /// Whether a time window was asked for.
     pub fn windowed(&self) -> bool {
         !self.window.is_all()
+    }
+
+    /// Passes over the records that end at or before offset `to` of the
+    /// decompressed stream, uncounted: a reader that takes over from
+    /// another at a record boundary (see [`super::split::SplitSource`]).
+    pub(crate) fn skip_to(&mut self, to: u64) -> Result<()> {
+        while self.reader.offset() < to {
+            let rec = self
+                .reader
+                .next_record()
+                .map_err(|e| Error::input(format!("{}: {e}", self.name)))?;
+            if rec.is_none() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The file's size in bytes (None for a stream).

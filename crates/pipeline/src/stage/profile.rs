@@ -6,6 +6,7 @@ use wire::Slice;
 use crate::error::{Error, Result};
 use crate::packet::Frame;
 use crate::sink::summary::SummarySink;
+use crate::source::split::Sliced;
 
 /// The interval length given with `flag` (`-i`, `--profile-interval`), in
 /// nanoseconds: at least one second.
@@ -73,6 +74,15 @@ impl ProfileStage {
         let done = self
             .profiler
             .add_bits(f.ts_ns, s.flow_bits().as_ref(), f.orig_len);
+        self.write(done)
+    }
+
+    /// Counts one packet read and sliced on another thread
+    /// ([`crate::source::split::SplitSource`]).
+    #[inline(always)]
+    pub fn split(&mut self, s: &Sliced) -> Result<()> {
+        self.packets += 1;
+        let done = self.profiler.add_bits(s.ts_ns, s.bits.as_ref(), s.orig_len);
         self.write(done)
     }
 

@@ -1,0 +1,513 @@
+//! A plain, indexed pcap file read on two threads, for the profiler.
+//!
+//! Reading a trace from the page cache is a copy, and on one thread that
+//! copy was the bound of `kansoku profile -r FILE` (bench/profile-throughput.md,
+//! rounds 16-18: the whole command within 1.5x of `cat` of the file). Two
+//! threads copying halves of the file go faster than one, but bytes one
+//! core read cost the other as much to take over as to read them itself
+//! (rounds 7, 8, 16, 17). So a helper thread here reads every other run of
+//! whole chunks ([`trace::runs::Runs`], 256 KiB), checks them against the
+//! index's checksums, walks their records and hands over only what the
+//! profiler needs of each packet ([`Sliced`]: its time, length and flow),
+//! while this thread does the runs between and gives the packets to the
+//! run's consumer in file order.
+//!
+//! Nothing changes in what is counted or reported: a run either thread
+//! cannot take whole (a chunk that fails its checksum, a record header that
+//! does not parse, records that do not end at the run's end, a failed read)
+//! ends the split there, and the ordinary reader ([`TraceSource`]) takes
+//! over from that run's start, passing over what was counted and reporting
+//! the corruption, the bad record or the cut as it always does. Only files
+//! whose index covers them whole are split (see [`trace::runs`]); the rest,
+//! and standard input, go through [`TraceSource`].
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use trace::runs::Runs;
+use trace::Record;
+use wire::FlowBits;
+
+use crate::error::{display_path, Result};
+use crate::report::Report;
+use crate::run::Source;
+use crate::source::trace::{file_size, verifying, TraceSource};
+
+/// A run's bytes at least: 256 KiB, eight of the writer's chunks, a size
+/// that stays in each core's cache while it is walked.
+pub const RUN_BYTES: u64 = 256 << 10;
+
+/// Files smaller than this are read on one thread: the helper's start
+/// would cost more than it saves.
+pub const MIN_SPLIT_BYTES: u64 = 16 << 20;
+
+/// Files whose records are shorter than this on average are read on one
+/// thread: a full-frame trace (about 800 bytes a record) is read 20% faster
+/// on two, one cut to 400 bytes 4%, to 200 bytes no faster, to 96 bytes 5%
+/// slower (bench/profile-throughput.md, round 18).
+pub const MIN_SPLIT_RECORD: u64 = 256;
+
+/// Runs the helper may have ready before it waits.
+const AHEAD: usize = 4;
+
+/// What the profiler needs of a packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Sliced {
+    pub ts_ns: u64,
+    /// Length on the wire.
+    pub orig_len: u32,
+    /// The packet's flow; `None` for non-IP traffic.
+    pub bits: Option<FlowBits>,
+}
+
+/// An item of a split read: a packet, or after the ordinary reader has
+/// taken over, its records.
+pub enum SplitItem<'a> {
+    Packet(Sliced),
+    Record(Record<'a>),
+}
+
+/// Reads run `i` into `buf` and slices its packets into `out`; false (and
+/// `out` empty) when the run cannot be taken whole.
+fn slice_run(runs: &Runs, i: usize, buf: &mut Vec<u8>, out: &mut Vec<Sliced>) -> bool {
+    out.clear();
+    if !runs.read(i, buf) {
+        return false;
+    }
+    let link = runs.header().link_type;
+    let whole = runs.packets(i, buf, |p| {
+        out.push(Sliced {
+            ts_ns: p.ts_ns,
+            orig_len: p.orig_len,
+            bits: wire::flow_bits(link, p.data),
+        })
+    });
+    if !whole {
+        out.clear();
+    }
+    whole
+}
+
+/// Whether the helper reads run `i`: every other one. (Two of three, or
+/// this thread reading ahead whenever the helper's run was not ready, were
+/// no faster: bench/profile-throughput.md, round 18.)
+fn helpers(i: usize) -> bool {
+    i % 2 == 1
+}
+
+/// The helper thread: it reads its runs in order, at most [`AHEAD`] ahead
+/// of this thread's taking them.
+struct Helper {
+    rx: Option<Receiver<(usize, Option<Vec<Sliced>>)>>,
+    /// Vectors handed back to be filled again.
+    back: Option<SyncSender<Vec<Sliced>>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Helper {
+    fn start(runs: Arc<Runs>) -> std::io::Result<Helper> {
+        let (tx, rx) = sync_channel(AHEAD);
+        let (back, spare) = sync_channel::<Vec<Sliced>>(AHEAD + 2);
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("kansoku-read".into())
+            .spawn(move || {
+                let mut buf = Vec::new();
+                for i in (0..runs.len()).filter(|&i| helpers(i)) {
+                    if halt.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let mut out = spare.try_recv().unwrap_or_default();
+                    let whole = slice_run(&runs, i, &mut buf, &mut out);
+                    if tx.send((i, whole.then_some(out))).is_err() || !whole {
+                        break;
+                    }
+                }
+            })?;
+        Ok(Helper {
+            rx: Some(rx),
+            back: Some(back),
+            stop,
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // A helper waiting to send finds no receiver and ends.
+        self.back.take();
+        self.rx.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A plain, indexed pcap file's packets, read on two threads (see the
+/// module's text). For a chain of the profiler alone: its items are
+/// packets sliced to their flows, not frames.
+pub struct SplitSource {
+    runs: Arc<Runs>,
+    path: PathBuf,
+    name: String,
+    size: Option<u64>,
+    /// This thread's run buffer.
+    buf: Vec<u8>,
+    /// The packets of the run being given out, and how many were.
+    cur: Vec<Sliced>,
+    at: usize,
+    next_run: usize,
+    helper: Option<Helper>,
+    /// Whether chunks are checked against the index.
+    verify: bool,
+    /// Whether `cur` came from the helper (it goes back to it).
+    cur_helpers: bool,
+    /// This thread's vectors.
+    spare: Vec<Vec<Sliced>>,
+    /// The ordinary reader, once a run could not be taken whole.
+    fallback: Option<TraceSource>,
+    position: u64,
+    packets: u64,
+    bytes: u64,
+}
+
+impl SplitSource {
+    /// `path` read on two threads, or `None` when it is not a file this
+    /// applies to (standard input, compressed, pcapng, no index or one the
+    /// file does not bear out, not closed, under [`MIN_SPLIT_BYTES`]) or
+    /// there is one CPU or the thread cannot start: read it with
+    /// [`TraceSource`].
+    pub fn open(path: &Path) -> Option<SplitSource> {
+        if path.as_os_str() == "-"
+            || std::thread::available_parallelism().map_or(true, |n| n.get() < 2)
+        {
+            return None;
+        }
+        let verify = verifying();
+        let runs = Runs::plan(path, verify, RUN_BYTES)?;
+        // Short records (a capture cut to its headers) are not read-bound:
+        // the helper would only take the counting thread's core.
+        let record = runs.file_len() / runs.packet_count().max(1);
+        if runs.file_len() < MIN_SPLIT_BYTES || record < MIN_SPLIT_RECORD {
+            return None;
+        }
+        SplitSource::start(path, runs, verify)
+    }
+
+    /// [`open`](Self::open) with runs of `run_bytes`, whatever the file's
+    /// size and records and the CPUs; its chunks checked against the index
+    /// (`verify`) or not, whatever `--no-verify` said.
+    pub fn with_runs(path: &Path, run_bytes: u64, verify: bool) -> Option<SplitSource> {
+        SplitSource::start(path, Runs::plan(path, verify, run_bytes)?, verify)
+    }
+
+    fn start(path: &Path, runs: Runs, verify: bool) -> Option<SplitSource> {
+        if runs.len() < 2 {
+            return None;
+        }
+        let runs = Arc::new(runs);
+        let helper = Helper::start(Arc::clone(&runs)).ok()?;
+        Some(SplitSource {
+            runs,
+            path: path.to_path_buf(),
+            name: display_path(path),
+            size: file_size(path),
+            buf: Vec::new(),
+            cur: Vec::new(),
+            at: 0,
+            next_run: 0,
+            helper: Some(helper),
+            verify,
+            cur_helpers: false,
+            spare: Vec::new(),
+            fallback: None,
+            position: 0,
+            packets: 0,
+            bytes: 0,
+        })
+    }
+
+    /// The file's size in bytes.
+    pub fn size(&self) -> Option<u64> {
+        self.size
+    }
+
+    /// Whether the ordinary reader has taken over (a run could not be
+    /// taken whole).
+    pub fn fell_back(&self) -> bool {
+        self.fallback.is_some()
+    }
+
+    /// Takes the next run's packets; false at the end.
+    fn advance(&mut self) -> Result<bool> {
+        let i = self.next_run;
+        if i == self.runs.len() {
+            self.helper = None;
+            return Ok(false);
+        }
+        // The vector just given out goes back where it came from.
+        let done = std::mem::take(&mut self.cur);
+        match (&self.helper, self.cur_helpers) {
+            (Some(h), true) => {
+                if let Some(back) = &h.back {
+                    let _ = back.try_send(done);
+                }
+            }
+            _ => self.spare.push(done),
+        }
+        let (got, helpers) = self.take_run(i);
+        self.cur_helpers = helpers;
+        let span = self.runs.span(i);
+        match got {
+            Some(packets) => {
+                self.cur = packets;
+                self.at = 0;
+                self.next_run += 1;
+                self.position = span.end;
+            }
+            None => {
+                // The ordinary reader from this run's start: it reports
+                // what is wrong here as it would have.
+                self.helper = None;
+                let mut rest = TraceSource::open_verify(&self.path, self.verify)?;
+                rest.skip_to(span.start)?;
+                self.fallback = Some(rest);
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl SplitSource {
+    /// Run `i`'s packets (`None`: it cannot be taken whole), and whether
+    /// the helper read it.
+    fn take_run(&mut self, i: usize) -> (Option<Vec<Sliced>>, bool) {
+        match self.helper.as_ref().filter(|_| helpers(i)) {
+            Some(h) => match h.rx.as_ref().map(Receiver::recv) {
+                Some(Ok((j, got))) => (got.filter(|_| j == i), true),
+                _ => (None, true),
+            },
+            None => {
+                let mut out = self.spare.pop().unwrap_or_default();
+                if slice_run(&self.runs, i, &mut self.buf, &mut out) {
+                    (Some(out), false)
+                } else {
+                    self.spare.push(out);
+                    (None, false)
+                }
+            }
+        }
+    }
+}
+
+impl Source for SplitSource {
+    type Item<'a> = SplitItem<'a>;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    #[inline(always)]
+    fn next(&mut self) -> Result<Option<SplitItem<'_>>> {
+        while self.at == self.cur.len() && self.fallback.is_none() {
+            if !self.advance()? {
+                return Ok(None);
+            }
+        }
+        if let Some(rest) = self.fallback.as_mut() {
+            return Ok(rest.next()?.map(SplitItem::Record));
+        }
+        let s = self.cur[self.at];
+        self.at += 1;
+        self.packets += 1;
+        self.bytes += u64::from(s.orig_len);
+        Ok(Some(SplitItem::Packet(s)))
+    }
+
+    fn position(&self) -> u64 {
+        match &self.fallback {
+            Some(rest) => rest.position(),
+            None => self.position,
+        }
+    }
+
+    fn close(&mut self, report: &mut Report) {
+        self.helper = None;
+        report.packets += self.packets;
+        report.bytes += self.bytes;
+        if let Some(rest) = self.fallback.as_mut() {
+            rest.close(report);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::Chain;
+    use crate::run::{run, Consumer, Control};
+    use crate::sink::summary::{SummaryFormat, SummarySink, SummaryWriter};
+    use crate::sink::Discard;
+    use crate::stage::profile::ProfileStage;
+    use crate::stage::Stages;
+    use aguri::ProfilerConfig;
+    use trace::{Codec, LinkType, OutputFormat, TraceWriter, WriterConfig};
+
+    const S: u64 = 1_000_000_000;
+
+    /// An indexed plain pcap of `n` packets: IPv4 UDP/TCP between random
+    /// hosts, 60-1514 bytes, some ARP, 500 a second.
+    fn write_trace(path: &Path, n: u64) {
+        let cfg = WriterConfig {
+            codec: Codec::None,
+            format: OutputFormat::Pcap,
+            block_size: 32 << 10,
+            ..WriterConfig::default()
+        };
+        let mut w = TraceWriter::create(path, cfg).unwrap();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let t0 = 1_700_000_000 * S;
+        for i in 0..n {
+            let r = rnd();
+            let len = 60 + (r % 1455) as usize;
+            let mut f = vec![0u8; len];
+            if r % 97 == 0 {
+                f[12..14].copy_from_slice(&[0x08, 0x06]);
+            } else {
+                f[12..14].copy_from_slice(&[0x08, 0x00]);
+                f[14] = 0x45;
+                f[16..18].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+                f[23] = if r & 1 == 0 { 17 } else { 6 };
+                // A few hundred hosts, heavy and light.
+                let src = 0x0a00_0000 | ((r >> 8) % (1 + (r >> 40) % 300)) as u32;
+                let dst = 0xc0a8_0000 | ((r >> 20) % 64) as u32;
+                f[26..30].copy_from_slice(&src.to_be_bytes());
+                f[30..34].copy_from_slice(&dst.to_be_bytes());
+                f[34..36].copy_from_slice(&((r >> 32) as u16 | 1024).to_be_bytes());
+                f[36..38].copy_from_slice(&[0, 80]);
+            }
+            w.write_packet(LinkType::Ethernet, t0 + i * 2_000_000, len as u32, &f)
+                .unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    /// Profiles `source` into summaries in `dir` (5 s intervals); the
+    /// report, and the summaries' files with their contents.
+    fn profile<Src>(source: &mut Src, dir: &Path) -> (String, Vec<(String, String)>)
+    where
+        Src: Source,
+        Chain<Discard>: Consumer<Src>,
+    {
+        let cfg = ProfilerConfig {
+            interval_ns: 5 * S,
+            table_seed: Some(7),
+            flow_slots: 1024,
+            ..ProfilerConfig::default()
+        };
+        let sink = SummarySink::Plain(SummaryWriter::dir(dir, SummaryFormat::Kansoku).unwrap());
+        let stages = Stages {
+            filter: None,
+            profile: Some(ProfileStage::new(cfg, sink).unwrap()),
+            reload: None,
+        };
+        let mut chain: Chain<Discard> = Chain::new(stages, None);
+        let stop = AtomicBool::new(false);
+        let report = run(source, &mut chain, Control::new(&stop));
+        chain.stages.profile.unwrap().finish().unwrap();
+        let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let text = std::fs::read_to_string(e.path()).unwrap();
+                (e.file_name().to_string_lossy().into_owned(), text)
+            })
+            .collect();
+        files.sort();
+        (format!("{report:?}"), files)
+    }
+
+    /// The split read and the ordinary one of `path`: the same report and
+    /// the same summaries; whether the split fell back.
+    fn same_as_ordinary(path: &Path) -> bool {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("split"), tmp.path().join("one"));
+        let mut split = SplitSource::with_runs(path, 64 << 10, true).expect("a split read");
+        let got = profile(&mut split, &a);
+        let fell_back = split.fell_back();
+        let want = profile(&mut TraceSource::open_verify(path, true).unwrap(), &b);
+        assert_eq!(got.0, want.0, "the reports");
+        assert_eq!(got.1.len(), want.1.len(), "the summaries");
+        for (g, w) in got.1.iter().zip(&want.1) {
+            assert_eq!(g, w);
+        }
+        assert!(got.1.len() >= 3, "{} summaries", got.1.len());
+        fell_back
+    }
+
+    #[test]
+    fn a_split_read_counts_what_one_reader_counts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        write_trace(&path, 400_000 / 50);
+        // 8,000 packets, 6 MB: about 90 runs of 64 KiB, read by both threads.
+        assert!(!same_as_ordinary(&path));
+        let runs = Runs::plan(&path, true, 64 << 10).unwrap();
+        assert!(runs.len() > 50, "{} runs", runs.len());
+    }
+
+    #[test]
+    fn a_corrupt_chunk_in_either_threads_run_is_reported_as_one_reader_reports_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        write_trace(&path, 8_000);
+        let runs = Runs::plan(&path, true, 64 << 10).unwrap();
+        let clean = std::fs::read(&path).unwrap();
+        // A byte inside run 10 (this thread's), then run 21 (the helper's),
+        // then the last run.
+        for r in [10, 21, runs.len() - 1] {
+            let span = runs.span(r);
+            let mut bytes = clean.clone();
+            bytes[(span.start + span.end) as usize / 2] ^= 0x40;
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(same_as_ordinary(&path), "run {r}: the split fell back");
+            let (report, _) = profile(
+                &mut SplitSource::with_runs(&path, 64 << 10, true).unwrap(),
+                &tmp.path().join(format!("r{r}")),
+            );
+            assert!(report.contains("checksum"), "run {r}: {report}");
+        }
+    }
+
+    #[test]
+    fn files_the_split_does_not_apply_to_are_left_to_one_reader() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        write_trace(&path, 2_000);
+        assert!(SplitSource::with_runs(&path, 64 << 10, true).is_some());
+        // Under the least size.
+        assert!(SplitSource::open(&path).is_none());
+        // Cut short: the index describes chunks the file lacks.
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1000]).unwrap();
+        assert!(SplitSource::with_runs(&path, 64 << 10, true).is_none());
+        // No index.
+        std::fs::write(&path, &bytes).unwrap();
+        std::fs::remove_file(trace::index::index_path(&path)).unwrap();
+        assert!(SplitSource::with_runs(&path, 64 << 10, true).is_none());
+        assert!(SplitSource::open(Path::new("-")).is_none());
+    }
+}
