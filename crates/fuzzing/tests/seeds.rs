@@ -182,17 +182,22 @@ fn the_index_and_window_seeds_come_from_real_traces() {
 
 /// The `split` target's seeds (fuzz/corpus/split): a plain pcap and its
 /// index, read in runs of one chunk or of two, checked or not, intact, with
-/// a byte of its third chunk changed (the ordinary reader takes over there
-/// and reports it), or with a record's length changed in a file read
-/// unchecked (the runs no longer end on records).
+/// a byte changed in a run of either thread (the ordinary reader takes over
+/// there and reports it) or in the first chunk (not split), or with a
+/// record's length changed in a file read unchecked (the runs no longer end
+/// on records).
 #[test]
 fn the_split_seeds_come_from_a_real_trace() {
     let plain = write(Codec::None, OutputFormat::Pcap, false, 150);
     let ix = trace::index::parse_index(&plain.index, "seed").unwrap();
     assert!(ix.entries.len() >= 4, "{ix:?}");
+    let flip = |chunk: usize| {
+        let e = &ix.entries[chunk];
+        let mut t = plain.trace.clone();
+        t[(e.comp_offset + e.comp_len / 2) as usize] ^= 0x10;
+        t
+    };
     let third = &ix.entries[2];
-    let mut bad_byte = plain.trace.clone();
-    bad_byte[(third.comp_offset + third.comp_len / 2) as usize] ^= 0x10;
     // The first record of the third chunk: its captured length, shorter.
     let mut bad_len = plain.trace.clone();
     bad_len[third.comp_offset as usize + 8] -= 4;
@@ -202,17 +207,21 @@ fn the_split_seeds_come_from_a_real_trace() {
     let split = vec![
         ("chunks-checked", input(0, true, &plain.trace)),
         ("pairs-unchecked", input(20, false, &plain.trace)),
-        ("corrupt-chunk-checked", input(0, true, &bad_byte)),
+        // Runs of one chunk each: run 2 is the reading thread's, run 3 the
+        // helper's, run 0 the one read before the split begins.
+        ("corrupt-chunk-checked", input(0, true, &flip(2))),
+        ("corrupt-helper-chunk-checked", input(0, true, &flip(3))),
+        ("corrupt-first-chunk-checked", input(0, true, &flip(0))),
         ("record-length-unchecked", input(0, false, &bad_len)),
     ];
     for (name, bytes) in &split {
         assert!(bytes.len() < 16 * 1024, "{name}: {} bytes", bytes.len());
-        let fell_back = fuzzing::split_read(bytes);
-        assert_eq!(
-            fell_back,
-            Some(name.starts_with("corrupt") || name.starts_with("record")),
-            "{name}"
-        );
+        let want = match *name {
+            // Not split: the ordinary reader from the start.
+            "corrupt-first-chunk-checked" => None,
+            _ => Some(name.starts_with("corrupt") || name.starts_with("record")),
+        };
+        assert_eq!(fuzzing::split_read(bytes), want, "{name}");
     }
     if std::env::var_os("KANSOKU_WRITE_CORPUS").is_some() {
         std::fs::create_dir_all(corpus("split")).unwrap();

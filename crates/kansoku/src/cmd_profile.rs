@@ -140,17 +140,17 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
             "give a trace with -r or summaries with --merge",
         ));
     };
+    // A plain indexed pcap file is read on two threads, the rest on one.
+    let mut input = match SplitSource::open(path) {
+        Some(s) => Input::Split(s),
+        None => Input::Plain(TraceSource::open(path)?),
+    };
     let stages = Stages {
         filter: None,
         profile: Some(ProfileStage::new(cfg, sink)?),
         reload: None,
     };
     let mut chain: Chain<Discard> = Chain::new(stages, None);
-    // A plain indexed pcap file is read on two threads, the rest on one.
-    let mut input = match SplitSource::open(path) {
-        Some(s) => Input::Split(s),
-        None => Input::Plain(TraceSource::open(path)?),
-    };
     let size = match &input {
         Input::Split(s) => s.size(),
         Input::Plain(s) => s.size(),

@@ -730,6 +730,8 @@ fn a_trace_read_on_two_threads_gives_the_summaries_one_thread_gives() {
     let len = std::fs::metadata(&trace).unwrap().len();
     assert!(len > 20 << 20, "{len} bytes");
     assert!(dir.path().join("big.pcap.kidx").exists());
+    // What `profile -r` decides with (two CPUs here, as in CI).
+    assert!(pipeline::SplitSource::open(&trace).is_some());
     let stream = dir.path().join("stream.pcap");
     std::fs::copy(&trace, &stream).unwrap();
     let profile = |args: &[&str]| {

@@ -80,7 +80,13 @@ impl Runs {
             closed,
             past_end,
         } = check_index(&index, &file, len, false).ok()?;
-        let whole = closed && !past_end && end == len;
+        // An end entry that holds bytes would leave them to no run (a
+        // stream read, unchecked, reads them).
+        let empty_end = index
+            .entries
+            .last()
+            .is_some_and(|e| e.is_end() && e.comp_len == 0);
+        let whole = closed && empty_end && !past_end && end == len;
         let plain = entries
             .iter()
             .all(|e| e.comp_offset == e.decomp_offset && e.comp_len == e.decomp_len);
@@ -122,6 +128,17 @@ impl Runs {
 
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
+    }
+
+    /// The longest run, in bytes.
+    pub fn longest(&self) -> u64 {
+        (0..self.runs.len())
+            .map(|i| {
+                let s = self.span(i);
+                s.end - s.start
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// The file's length.

@@ -50,6 +50,11 @@ pub const MIN_SPLIT_BYTES: u64 = 16 << 20;
 /// slower (bench/profile-throughput.md, round 18).
 pub const MIN_SPLIT_RECORD: u64 = 256;
 
+/// Files with a run longer than this are read on one thread (see
+/// `SplitSource::start`): a run is a 64th of it at most in `profile -r`'s
+/// runs of whole 32 KiB chunks.
+pub const MAX_RUN_BYTES: u64 = 16 << 20;
+
 /// Runs the helper may have ready before it waits.
 const AHEAD: usize = 4;
 
@@ -209,7 +214,18 @@ impl SplitSource {
     }
 
     fn start(path: &Path, runs: Runs, verify: bool) -> Option<SplitSource> {
-        if runs.len() < 2 {
+        // A run of a chunk far longer than the runs asked for (the index
+        // allows 64 MiB) would hold millions of packets in each of the
+        // vectors in flight.
+        if runs.len() < 2 || runs.longest() > MAX_RUN_BYTES {
+            return None;
+        }
+        // The first run, with the file's header, is read before anything
+        // else: if it cannot be taken whole, the ordinary reader reads the
+        // file from its start (and may not open it at all: a corrupt first
+        // chunk is a bad header to it).
+        let (mut buf, mut cur) = (Vec::new(), Vec::new());
+        if !slice_run(&runs, 0, &mut buf, &mut cur) {
             return None;
         }
         let runs = Arc::new(runs);
@@ -219,10 +235,10 @@ impl SplitSource {
             path: path.to_path_buf(),
             name: display_path(path),
             size: file_size(path),
-            buf: Vec::new(),
-            cur: Vec::new(),
+            buf,
+            cur,
             at: 0,
-            next_run: 0,
+            next_run: 1,
             helper: Some(helper),
             verify,
             cur_helpers: false,
@@ -483,7 +499,10 @@ mod tests {
             let mut bytes = clean.clone();
             bytes[(span.start + span.end) as usize / 2] ^= 0x40;
             std::fs::write(&path, &bytes).unwrap();
-            assert!(same_as_ordinary(&path), "run {r}: the split fell back");
+            assert!(
+                same_as_ordinary(&path),
+                "run {r}: the split did not fall back"
+            );
             let (report, _) = profile(
                 &mut SplitSource::with_runs(&path, 64 << 10, true).unwrap(),
                 &tmp.path().join(format!("r{r}")),
@@ -500,8 +519,14 @@ mod tests {
         assert!(SplitSource::with_runs(&path, 64 << 10, true).is_some());
         // Under the least size.
         assert!(SplitSource::open(&path).is_none());
-        // Cut short: the index describes chunks the file lacks.
+        // A corrupt first chunk: the ordinary reader from the start.
         let bytes = std::fs::read(&path).unwrap();
+        let mut bad = bytes.clone();
+        bad[200] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        assert!(SplitSource::with_runs(&path, 64 << 10, true).is_none());
+        assert!(SplitSource::with_runs(&path, 64 << 10, false).is_some());
+        // Cut short: the index describes chunks the file lacks.
         std::fs::write(&path, &bytes[..bytes.len() - 1000]).unwrap();
         assert!(SplitSource::with_runs(&path, 64 << 10, true).is_none());
         // No index.
