@@ -170,7 +170,7 @@ pub fn current_thread_id() -> u32 {
 /// Whether thread `tid` of this process is off the CPU by its own doing:
 /// asleep, waiting on a disk, or stopped (`S`, `D`, `T`, `t` in field 3 of
 /// `/proc/self/task/TID/stat`), rather than running or waiting for a CPU
-/// (`R`). `None` when that cannot be read. A thread that waits could use
+/// (`R`). `None` when that cannot be read or the thread has exited. A thread that waits could use
 /// no time it is given; one that is runnable could.
 pub fn thread_waits(tid: u32) -> Option<bool> {
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
@@ -179,8 +179,11 @@ pub fn thread_waits(tid: u32) -> Option<bool> {
 
 /// [`thread_waits`] of the text of a stat file.
 fn stat_state_waits(stat: &str) -> Option<bool> {
-    let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-    Some(matches!(state, "S" | "D" | "T" | "t" | "I"))
+    match stat[stat.rfind(')')? + 1..].split_whitespace().next()? {
+        // Exited, its entry not yet gone: as if it could not be read.
+        "Z" | "X" | "x" => None,
+        state => Some(matches!(state, "S" | "D" | "T" | "t" | "I")),
+    }
 }
 
 #[cfg(test)]
@@ -223,7 +226,14 @@ mod stat_tests {
         assert_eq!(thread_waits(tid), Some(true));
         done_tx.send(()).unwrap();
         t.join().unwrap();
+        // The join returns as the thread exits; its entry in /proc may stay
+        // a moment longer (state Z or X, also None).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while thread_waits(tid).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(thread_waits(tid), None, "a thread that ended");
+        assert_eq!(stat_state_waits("7 (x) Z 1"), None);
     }
 }
 
