@@ -34,7 +34,7 @@ use wire::FlowBits;
 use crate::error::{display_path, Result};
 use crate::report::Report;
 use crate::run::Source;
-use crate::source::trace::{file_size, verifying, TraceSource};
+use crate::source::trace::{verifying, TraceSource};
 
 /// A run's bytes at least: 256 KiB, eight of the writer's chunks, a size
 /// that stays in each core's cache while it is walked.
@@ -108,7 +108,7 @@ fn helpers(i: usize) -> bool {
 struct Helper {
     rx: Option<Receiver<(usize, Option<Vec<Sliced>>)>>,
     /// Vectors handed back to be filled again.
-    back: Option<SyncSender<Vec<Sliced>>>,
+    back: SyncSender<Vec<Sliced>>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
@@ -136,7 +136,7 @@ impl Helper {
             })?;
         Ok(Helper {
             rx: Some(rx),
-            back: Some(back),
+            back,
             stop,
             handle: Some(handle),
         })
@@ -147,7 +147,6 @@ impl Drop for Helper {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         // A helper waiting to send finds no receiver and ends.
-        self.back.take();
         self.rx.take();
         if let Some(h) = self.handle.take() {
             let _ = h.join();
@@ -162,7 +161,6 @@ pub struct SplitSource {
     runs: Arc<Runs>,
     path: PathBuf,
     name: String,
-    size: Option<u64>,
     /// This thread's run buffer.
     buf: Vec<u8>,
     /// The packets of the run being given out, and how many were.
@@ -234,7 +232,6 @@ impl SplitSource {
             runs,
             path: path.to_path_buf(),
             name: display_path(path),
-            size: file_size(path),
             buf,
             cur,
             at: 0,
@@ -252,7 +249,7 @@ impl SplitSource {
 
     /// The file's size in bytes.
     pub fn size(&self) -> Option<u64> {
-        self.size
+        Some(self.runs.file_len())
     }
 
     /// Whether the ordinary reader has taken over (a run could not be
@@ -272,9 +269,7 @@ impl SplitSource {
         let done = std::mem::take(&mut self.cur);
         match (&self.helper, self.cur_helpers) {
             (Some(h), true) => {
-                if let Some(back) = &h.back {
-                    let _ = back.try_send(done);
-                }
+                let _ = h.back.try_send(done);
             }
             _ => self.spare.push(done),
         }
