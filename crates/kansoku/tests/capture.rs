@@ -175,11 +175,14 @@ fn a_small_ring_and_a_slow_writer_report_every_drop() {
     let Some(dir) = netns_test(
         r#"
 $K capture -i kcb -B 1 --ring-block-kib 64 --queue-mib 1 --compress zstd --level 19 --block-size 4 --compress-threads 1 \
-    -w "$DIR/d.pcap.zst" --duration 6 --json > "$DIR/stats.json" 2> "$DIR/cap.err" || true &
+    -w "$DIR/d.pcap.zst" --json > "$DIR/stats.json" 2> "$DIR/cap.err" &
 pid=$!
 wait_listening "$DIR/cap.err"
 python3 "$SEND" kca 200000 "$DIR/sent.pcap" --size 60-1514
-wait $pid
+# Stopped at once, with the ring full behind the slow writer: the stop reads
+# the ring empty (it once ended after 50 ms and left blocks uncounted).
+kill -INT $pid
+wait $pid || test $? = 1
 "#,
     ) else {
         return;

@@ -46,6 +46,11 @@
 //! Accounting, exact at the end of a run:
 //! `kernel.packets = received + kernel.drops` (what the kernel saw) and
 //! `received = delivered + dropped_queue + skipped` (skipped: past `-c`).
+//! A stop closes the ring to new packets and reads on until the kernel has
+//! handed over its last block and every block has been read; a run that
+//! ends before that (an abort, a failed consumer) takes the blocks left in
+//! the ring and counts their packets as dropped by kansoku, so that nothing
+//! the kernel counted goes unaccounted.
 //!
 //! When the ring is idle, the consumer can be sent empty heartbeat batches
 //! whose watermark says how far in time the capture is complete, so that
@@ -345,7 +350,8 @@ pub struct LiveStats {
     /// Packets handed to the consumer.
     pub delivered: AtomicU64,
     /// Packets dropped because the consumer's queue was full (held
-    /// [`PipelineConfig::queue_bytes`]).
+    /// [`PipelineConfig::queue_bytes`]), or left in the ring when the run
+    /// ended before they were read.
     pub dropped_queue: AtomicU64,
     /// Packets taken from the ring after `count` was reached.
     pub skipped: AtomicU64,
@@ -399,7 +405,8 @@ pub struct CaptureStats {
     pub received: u64,
     /// Packets handed to the consumer.
     pub delivered: u64,
-    /// Packets dropped by kansoku: the consumer's queue was full.
+    /// Packets dropped by kansoku: the consumer's queue was full, or the
+    /// run ended (an abort, a failed consumer) before they were read.
     pub dropped_queue: u64,
     /// Packets taken from the ring after `count` was reached.
     pub skipped: u64,
@@ -423,7 +430,8 @@ pub struct PipelineConfig {
     /// at a time.
     pub queue_bytes: usize,
     /// How long to keep draining the ring after a stop, for blocks the
-    /// kernel retires late (a little more than the block timeout).
+    /// kernel retires late (a little more than the block timeout); the lane
+    /// reads on past it while blocks wait in the ring.
     pub drain: Duration,
     /// When the ring has been idle this long since the last batch, hand the
     /// consumer an empty batch carrying a [`Batch::watermark_ns`]; `None`
@@ -540,6 +548,9 @@ where
         // A consumer that failed left batches in the queue: they were
         // handed over but never taken, so they count as dropped by kansoku.
         live.untaken_are_dropped(taken);
+        // And the ring thread left what was still in the ring (the consumer
+        // failed first); the consumer has given back every block it held.
+        let ring_result = ring_result.and_then(|()| discard_rest(ring, live));
         let kernel = ring.kernel_stats().unwrap_or_default();
         store_kernel(live, &kernel);
         let stats = live.totals(kernel);
@@ -609,7 +620,9 @@ where
     // Stopped early (a failure, an abort): the block it was reading counted
     // as delivered; what it did not take is dropped by kansoku.
     live.untaken_are_dropped(taken);
-    let _ = ring.stop_receiving();
+    if let Err(e) = discard_rest(&mut **ring, live) {
+        report.failed(Error::input(format!("the capture ring: {e}")));
+    }
     let kernel = match ring.kernel_stats() {
         Ok(k) => k,
         Err(e) => {
@@ -971,6 +984,7 @@ impl DirectFeed<'_> {
         if self
             .stopping_since
             .is_some_and(|t| t.elapsed() >= cfg.drain)
+            && share.ring.ready_blocks() == 0
         {
             share.closed = true;
             return Ok(Step::End);
@@ -1319,7 +1333,7 @@ fn ring_loop<R: Ring>(
             ring.stop_receiving()?;
             stopping_since = Some(Instant::now());
         }
-        if stopping_since.is_some_and(|t| t.elapsed() >= cfg.drain) {
+        if stopping_since.is_some_and(|t| t.elapsed() >= cfg.drain) && ring.ready_blocks() == 0 {
             return Ok(());
         }
         if last_stats.elapsed() >= Duration::from_secs(1) {
@@ -1353,6 +1367,27 @@ fn ring_loop<R: Ring>(
             Err(()) => return Ok(()),
         }
     }
+}
+
+/// At the end of a lane, with no block held: stops the ring (if it was not
+/// stopped) and takes every block the kernel still hands over, counting
+/// their packets as taken and dropped by kansoku. A run that ended by a stop
+/// has read the ring empty and finds nothing; one that was aborted, or
+/// whose consumer failed, would otherwise leave packets the kernel counted
+/// that were neither read nor dropped. The wait covers the kernel's retiring
+/// of its last, partly filled block.
+fn discard_rest<R: Ring + ?Sized>(ring: &mut R, live: &LiveStats) -> io::Result<()> {
+    ring.stop_receiving()?;
+    // After the stop the kernel fills no block: at most the ring's blocks.
+    for _ in 0..=ring.block_count() {
+        let Some(block) = ring.take_block(RING_POLL)? else {
+            break;
+        };
+        let n = u64::from(block.count());
+        live.received.fetch_add(n, Ordering::Relaxed);
+        live.dropped_queue.fetch_add(n, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// Offers the consumer an empty batch stamped with a watermark. If the queue
@@ -1685,8 +1720,9 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
             // One block a call, or with `eager` every block there is room
-            // for (traffic faster than the reader).
-            while self.deliver_next() && self.eager {}
+            // for (traffic faster than the reader); none once stopped, as
+            // the kernel's filter then passes nothing.
+            while !self.stopped && self.deliver_next() && self.eager {}
             Ok(self.sim.acquire_block())
         }
 
@@ -1745,12 +1781,13 @@ mod tests {
     fn a_lane_accounts_for_every_packet_of_a_source_that_is_not_a_ring() {
         // 60 blocks of 50 packets; every tenth block dropped by the "kernel";
         // a writer queue of 4 blocks' bytes and a slow writer, so kansoku
-        // drops too; and `count` stops the lane before the last blocks.
+        // drops too; and `count` stops the lane in the middle of a block
+        // (the rest of it is skipped), before the last blocks.
         let blocks: Vec<(u32, bool)> = (0..60).map(|i| (50, i % 10 == 9)).collect();
         let mut ring = ScriptedRing::new(&blocks);
         let per_block = 50 * (200 + RECORD_HEADER);
         let cfg = PipelineConfig {
-            count: Some(2000),
+            count: Some(1975),
             queue_bytes: 4 * per_block,
             drain: Duration::from_millis(30),
             ..PipelineConfig::default()
@@ -1772,8 +1809,8 @@ mod tests {
             stats.kernel.drops > 0 && stats.dropped_queue > 0,
             "{stats:?}"
         );
-        assert_eq!(stats.delivered + stats.dropped_queue, 2000, "{stats:?}");
-        assert!(stats.skipped > 0, "{stats:?}");
+        assert_eq!(stats.delivered + stats.dropped_queue, 1975, "{stats:?}");
+        assert_eq!(stats.skipped, 25, "{stats:?}");
         // The consumer got every packet delivered, each once, in order.
         assert_eq!(consumer.packets, stats.delivered);
         assert!(consumer.in_order);
@@ -2112,5 +2149,77 @@ mod tests {
             direct,
         );
         assert_every_block_came_some_in_place(&stats, &frames);
+    }
+
+    /// A lane over a ring filled ahead of a slow consumer (traffic faster
+    /// than the writer), stopped after `stop_after` by the stop flag, or
+    /// aborted after it with `abort`.
+    fn stopped_while_full(direct: bool, abort: bool, stop_after: Duration) -> (CaptureStats, u64) {
+        let blocks: Vec<(u32, bool)> = (0..400).map(|_| (50, false)).collect();
+        let mut ring = ScriptedRing::with_blocks(&blocks, 16 << 10);
+        ring.eager = true;
+        // A queue of one block: the rescuer of a direct lane cannot empty
+        // the ring for its consumer.
+        let cfg = PipelineConfig {
+            direct,
+            drain: Duration::from_millis(10),
+            queue_bytes: 16 << 10,
+            ..PipelineConfig::default()
+        };
+        let (stop, abort_flag) = (AtomicBool::new(false), AtomicBool::new(false));
+        let live = LiveStats::default();
+        let mut consumer = SlowCounter::default();
+        let (stats, report) = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(stop_after);
+                stop.store(true, Ordering::Relaxed);
+                if abort {
+                    abort_flag.store(true, Ordering::Relaxed);
+                }
+            });
+            run_lane(&mut ring, &cfg, &stop, &abort_flag, &live, &mut consumer)
+        });
+        assert!(report.output_error.is_none(), "{report:?}");
+        assert!(ring.stopped);
+        assert!(ring.sim.ready_blocks() == 0, "the ring is left empty");
+        // Every packet the kernel counted was taken or dropped by it; every
+        // packet taken was handed over or dropped by kansoku.
+        assert_eq!(
+            stats.kernel.packets,
+            stats.received + stats.kernel.drops,
+            "{stats:?}"
+        );
+        assert_eq!(
+            stats.received,
+            stats.delivered + stats.dropped_queue + stats.skipped,
+            "{stats:?}"
+        );
+        assert_eq!(consumer.packets, stats.delivered, "{stats:?}");
+        assert!(consumer.in_order);
+        (stats, consumer.packets)
+    }
+
+    #[test]
+    fn a_stop_while_the_ring_is_full_reads_the_ring_empty() {
+        // 200 us a packet, 50 packets a block: a full ring of 8 blocks takes
+        // the consumer 80 ms, far past the 10 ms drain.
+        for direct in [true, false] {
+            let (stats, packets) = stopped_while_full(direct, false, Duration::from_millis(40));
+            assert!(stats.kernel.packets >= 8 * 50, "{stats:?}");
+            if direct {
+                // Nothing dropped by kansoku: what the kernel stored was
+                // read, by the consumer or the rescuer.
+                assert_eq!(stats.dropped_queue, 0, "{stats:?}");
+                assert_eq!(packets, stats.kernel.packets - stats.kernel.drops);
+            }
+        }
+    }
+
+    #[test]
+    fn an_abort_while_the_ring_is_full_counts_what_it_leaves_as_dropped() {
+        for direct in [true, false] {
+            let (stats, _) = stopped_while_full(direct, true, Duration::from_millis(40));
+            assert!(stats.dropped_queue > 0, "{stats:?}");
+        }
     }
 }
