@@ -981,11 +981,7 @@ impl DirectFeed<'_> {
             share.ring.stop_receiving()?;
             self.stopping_since = Some(Instant::now());
         }
-        if self
-            .stopping_since
-            .is_some_and(|t| t.elapsed() >= cfg.drain)
-            && share.ring.ready_blocks() == 0
-        {
+        if drained(self.stopping_since, cfg, &*share.ring) {
             share.closed = true;
             return Ok(Step::End);
         }
@@ -1333,7 +1329,7 @@ fn ring_loop<R: Ring>(
             ring.stop_receiving()?;
             stopping_since = Some(Instant::now());
         }
-        if stopping_since.is_some_and(|t| t.elapsed() >= cfg.drain) && ring.ready_blocks() == 0 {
+        if drained(stopping_since, cfg, ring) {
             return Ok(());
         }
         if last_stats.elapsed() >= Duration::from_secs(1) {
@@ -1367,6 +1363,17 @@ fn ring_loop<R: Ring>(
             Err(()) => return Ok(()),
         }
     }
+}
+
+/// Whether a lane stopped at `stopping_since` has read its ring empty: the
+/// drain time has passed (the kernel has retired its last, partly filled
+/// block) and no block waits. Either lane ends on this.
+fn drained<R: Ring + ?Sized>(
+    stopping_since: Option<Instant>,
+    cfg: &PipelineConfig,
+    ring: &R,
+) -> bool {
+    stopping_since.is_some_and(|t| t.elapsed() >= cfg.drain) && ring.ready_blocks() == 0
 }
 
 /// At the end of a lane, with no block held: stops the ring (if it was not
