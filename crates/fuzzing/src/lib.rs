@@ -626,14 +626,16 @@ pub fn window(data: &[u8]) {
 }
 
 /// The profiler's two-thread read (`pipeline::SplitSource`) against the
-/// ordinary reader, on an arbitrary trace file and index: the input is laid
-/// out as [`window`]'s (see [`window_input`]), its third byte giving the
-/// runs' length (1 + 256 × b bytes) and its fourth whether chunks are
-/// checked (even) or not (odd). Where the split applies, it must give the
-/// packets the ordinary reader gives, in the same order, each with the same
-/// time, length and flow, and end with the same report: what it cannot take
-/// whole (a chunk that fails its checksum, records that do not end where a
-/// run ends) it leaves to the ordinary reader, which says what is wrong.
+/// ordinary reader, on an arbitrary trace file and index (or none,
+/// [`NO_INDEX`]): the input is laid out as [`window`]'s (see
+/// [`window_input`]), its third byte giving the runs' length (1 + 256 × b
+/// bytes) and its fourth whether chunks are checked (even) or not (odd).
+/// Where the split applies, it must give the packets the ordinary reader
+/// gives, in the same order, each with the same time, length and flow, and
+/// end with the same report: what it cannot take whole (a chunk that fails
+/// its checksum, records that do not end where a run ends, a run found
+/// inside a packet that does not start where the one before ended) it
+/// leaves to the ordinary reader, which says what is wrong.
 pub fn split(data: &[u8]) {
     split_read(data);
 }
@@ -644,14 +646,18 @@ pub fn split_read(data: &[u8]) -> Option<bool> {
     use pipeline::{Consumer, Flow, SplitItem, SplitSource, TraceSource};
     let (head, rest) = data.split_first_chunk::<4>()?;
     let len = u16::from_le_bytes([head[0], head[1]]);
-    if len == NO_INDEX {
-        return None;
-    }
-    let (index, trace_bytes) = rest.split_at(usize::from(len).min(rest.len()));
+    let (index, trace_bytes) = if len == NO_INDEX {
+        (None, rest)
+    } else {
+        let (i, t) = rest.split_at(usize::from(len).min(rest.len()));
+        (Some(i), t)
+    };
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("x.pcap");
     std::fs::write(&path, trace_bytes).expect("writing the trace");
-    std::fs::write(trace::index::index_path(&path), index).expect("writing the index");
+    if let Some(index) = index {
+        std::fs::write(trace::index::index_path(&path), index).expect("writing the index");
+    }
     let verify = head[3] & 1 == 0;
     let mut split = SplitSource::with_runs(&path, 1 + u64::from(head[2]) * 256, verify)?;
     // The packets each read gives: time, length, flow.

@@ -185,7 +185,8 @@ fn the_index_and_window_seeds_come_from_real_traces() {
 /// a byte changed in a run of either thread (the ordinary reader takes over
 /// there and reports it) or in the first chunk (not split), or with a
 /// record's length changed in a file read unchecked (the runs no longer end
-/// on records).
+/// on records); and the same pcap without its index, intact and with the
+/// record's length changed.
 #[test]
 fn the_split_seeds_come_from_a_real_trace() {
     let plain = write(Codec::None, OutputFormat::Pcap, false, 150);
@@ -204,6 +205,7 @@ fn the_split_seeds_come_from_a_real_trace() {
     let input = |run: u8, verify: bool, trace: &[u8]| {
         fuzzing::window_input(Some(&plain.index), run, u8::from(!verify), trace)
     };
+    let unindexed = |run: u8, trace: &[u8]| fuzzing::window_input(None, run, 0, trace);
     let split = vec![
         ("chunks-checked", input(0, true, &plain.trace)),
         ("pairs-unchecked", input(20, false, &plain.trace)),
@@ -213,13 +215,18 @@ fn the_split_seeds_come_from_a_real_trace() {
         ("corrupt-helper-chunk-checked", input(0, true, &flip(3))),
         ("corrupt-first-chunk-checked", input(0, true, &flip(0))),
         ("record-length-unchecked", input(0, false, &bad_len)),
+        // Without the index: runs of 513 and 257 bytes found by their
+        // records' headers, intact and with a record's length changed.
+        ("unindexed", unindexed(2, &plain.trace)),
+        ("unindexed-record-length", unindexed(1, &bad_len)),
     ];
     for (name, bytes) in &split {
         assert!(bytes.len() < 16 * 1024, "{name}: {} bytes", bytes.len());
         let want = match *name {
             // Not split: the ordinary reader from the start.
             "corrupt-first-chunk-checked" => None,
-            _ => Some(name.starts_with("corrupt") || name.starts_with("record")),
+            "unindexed" => Some(false),
+            _ => Some(name.starts_with("corrupt") || name.contains("record")),
         };
         assert_eq!(fuzzing::split_read(bytes), want, "{name}");
     }

@@ -702,10 +702,11 @@ fn every_format_keeps_the_totals_and_the_2d_view() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("%!AGURI-2.0"));
 }
 
-/// A plain indexed pcap of 16 MiB or more is read on two threads (runs of
-/// whole chunks, the packets handed over as flows): the summaries are those
-/// of the same bytes read on one thread (a copy without its index, which
-/// can only be read as a stream), with chunks checked or not.
+/// A plain pcap of 16 MiB or more is read on two threads (runs of whole
+/// chunks when it has an index, else runs found by their records' headers;
+/// the packets handed over as flows): the summaries are those of the same
+/// bytes read on one thread (from standard input, which is never split),
+/// with chunks checked or not, and of the same file without its index.
 #[test]
 fn a_trace_read_on_two_threads_gives_the_summaries_one_thread_gives() {
     let dir = tempfile::tempdir().unwrap();
@@ -732,8 +733,9 @@ fn a_trace_read_on_two_threads_gives_the_summaries_one_thread_gives() {
     assert!(dir.path().join("big.pcap.kidx").exists());
     // What `profile -r` decides with (two CPUs here, as in CI).
     assert!(pipeline::SplitSource::open(&trace).is_some());
-    let stream = dir.path().join("stream.pcap");
-    std::fs::copy(&trace, &stream).unwrap();
+    let plain = dir.path().join("plain.pcap");
+    std::fs::copy(&trace, &plain).unwrap();
+    assert!(pipeline::SplitSource::open(&plain).is_some());
     let profile = |args: &[&str]| {
         let out = run_ok(args);
         assert!(
@@ -743,10 +745,17 @@ fn a_trace_read_on_two_threads_gives_the_summaries_one_thread_gives() {
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    let one = profile(&["profile", "-r", p(&stream), "-i", "1"]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kansoku"))
+        .args(["profile", "-r", "-", "-i", "1"])
+        .stdin(std::fs::File::open(&trace).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    let one = String::from_utf8(out.stdout).unwrap();
     // Ten seconds of traffic.
     assert!(one.matches("%!AGURI").count() >= 9, "{one}");
     assert_eq!(profile(&["profile", "-r", p(&trace), "-i", "1"]), one);
+    assert_eq!(profile(&["profile", "-r", p(&plain), "-i", "1"]), one);
     assert_eq!(
         profile(&["--no-verify", "profile", "-r", p(&trace), "-i", "1"]),
         one

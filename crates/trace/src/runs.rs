@@ -1,21 +1,30 @@
-//! A plain pcap file read as runs of whole chunks, each of which can be
-//! read, checked and walked on its own, on any thread: what lets two
-//! threads share the reading of one file (the profiler's
-//! `pipeline::SplitSource`).
+//! A plain pcap file read as runs, each of which can be read, checked and
+//! walked on its own, on any thread: what lets two threads share the
+//! reading of one file (the profiler's `pipeline::SplitSource`).
 //!
-//! Only a file whose index covers it whole is planned: uncompressed pcap,
-//! an index that [`check_index`](crate::window) bears out, closed (an end
-//! entry), nothing past it. Anything else is read by [`TraceReader`] as
-//! before (`Runs::plan` returns `None`).
+//! A file with an index is cut into runs of whole chunks, as its index has
+//! them: uncompressed pcap, an index that [`check_index`](crate::window)
+//! bears out, closed (an end entry), nothing past it. A plain pcap file
+//! without an index (what tcpdump and most tools write) is cut into runs of
+//! a fixed length, each holding the records that start in it: a run's first
+//! record is found by its headers ([`resync`]), and the last one is read to
+//! its end, past the run's. Anything else (compressed, pcapng, an index
+//! the file does not bear out) is read by [`TraceReader`] as before
+//! (`Runs::plan` returns `None`).
 //!
-//! Nothing here is trusted that the ordinary reader would check: a run's
-//! chunks are compared with their checksums (when reads verify), and a
-//! run's bytes count only if they are whole pcap records that end exactly
-//! at the run's end. The first run starts after the file header, at a
-//! record boundary; a run that ends exactly where the next begins hands
-//! that boundary on, so every run starts at one however the chunks were
-//! cut. A run that fails either test is not walked: its caller goes on
-//! from that run's start with the ordinary reader, which reports the
+//! Nothing here is trusted that the ordinary reader would check. A run's
+//! chunks are compared with their checksums (when reads verify and the
+//! file has an index), and a run's packets count only if they are whole
+//! pcap records, walked from the run's first record to its last.
+//! [`Runs::walk`] gives the bytes of the file a run's records covered, and
+//! its caller takes a run only if it starts exactly where the run before
+//! ended: the first run starts after the file header, so by induction every
+//! run taken starts at a record boundary and the runs' records are those a
+//! reader from the start would walk, however the runs were found. (A
+//! header found inside a packet's payload, by chance or because the packet
+//! carries a pcap file, gives a run that does not start where the one
+//! before ended.) A run that fails is not used: its caller goes on from the
+//! end of the last run it took with the ordinary reader, which reports the
 //! corrupt chunk, the bad record or the cut exactly as it would have.
 //!
 //! [`TraceReader`]: crate::TraceReader
@@ -32,15 +41,24 @@ use crate::index::{index_path, read_index, IndexEntry};
 use crate::record::TsResolution;
 use crate::window::{check_index, Checked};
 
+/// How the file is cut into runs.
+enum Layout {
+    /// Whole chunks of the index: each run's chunks.
+    Indexed {
+        entries: Vec<IndexEntry>,
+        runs: Vec<Range<usize>>,
+        verify: bool,
+    },
+    /// No index: run `i` holds the records that start in
+    /// `i * run_bytes..(i + 1) * run_bytes`.
+    Fixed { run_bytes: u64 },
+}
+
 /// The runs of a file, and what reading one needs.
 pub struct Runs {
     file: File,
     header: FileHeaderRepr,
-    /// The file's chunks, in order.
-    entries: Vec<IndexEntry>,
-    /// Each run's chunks.
-    runs: Vec<Range<usize>>,
-    verify: bool,
+    layout: Layout,
     len: u64,
 }
 
@@ -52,14 +70,84 @@ pub struct RunPacket<'a> {
     pub data: &'a [u8],
 }
 
+/// Bytes read past a fixed run's end with it, so that its last record
+/// (a full Ethernet frame or less) takes no second read.
+const SLACK: u64 = 2048;
+
+/// Records a header found by [`resync`] must lead in a chain.
+const CHAIN: usize = 4;
+
+/// Whether a record can start at `bytes[o..]`, judged by the headers of the
+/// record there and of the [`CHAIN`] - 1 after it, all in `bytes` (fewer
+/// only if they end exactly at its end and that is the file's, `at_end`):
+/// each with a fraction of a second under a second, a captured length no
+/// more than the original, an original length of 1 byte to 1 MiB (a
+/// length the reader accepts), and a time within a day of the first's. Stricter than the reader, on
+/// purpose: a true boundary it refuses costs a run read again by the
+/// ordinary reader, never a packet.
+fn chain_at(bytes: &[u8], mut o: usize, at_end: bool, big_endian: bool, nanos: bool) -> bool {
+    const HDR: usize = pcap::RECORD_HEADER_LEN;
+    let unit = if nanos { 1_000_000_000 } else { 1_000_000 };
+    let mut first_sec = None;
+    for k in 0..CHAIN {
+        if k > 0 && at_end && o == bytes.len() {
+            return true;
+        }
+        let Some(h) = bytes.get(o..o + HDR) else {
+            return false;
+        };
+        // The fields read directly: a header refused here is the common
+        // case, and the reader's parse makes an error message of it.
+        let h = RecordHeader::new_unchecked(h);
+        let (sec, frac) = (h.ts_sec(big_endian), h.ts_frac(big_endian));
+        let (caplen, orig_len) = (h.caplen(big_endian), h.orig_len(big_endian));
+        let first = *first_sec.get_or_insert(sec);
+        // (1 MiB is under the reader's largest captured length.)
+        if frac >= unit
+            || caplen > orig_len
+            || orig_len == 0
+            || orig_len > 1 << 20
+            || sec.abs_diff(first) > 86_400
+        {
+            return false;
+        }
+        o += HDR + caplen as usize;
+        if o > bytes.len() {
+            return false;
+        }
+    }
+    true
+}
+
+/// The first offset under `before` in `bytes` where [`chain_at`] finds a
+/// record can start; `at_end`: `bytes` end where the file does.
+pub fn resync(
+    bytes: &[u8],
+    before: usize,
+    at_end: bool,
+    big_endian: bool,
+    nanos: bool,
+) -> Option<usize> {
+    (0..before.min(bytes.len())).find(|&o| chain_at(bytes, o, at_end, big_endian, nanos))
+}
+
 impl Runs {
     /// The runs of `path`, each whole chunks of at least `run_bytes` (the
-    /// last may be shorter), or `None` when the file is not one this
-    /// applies to (see the module's text). `verify`: each chunk is compared
-    /// with its checksum as it is read.
+    /// last may be shorter) or, without an index, `run_bytes` of the file,
+    /// or `None` when the file is not one this applies to (see the
+    /// module's text). `verify`: each chunk is compared with its checksum
+    /// as it is read.
     pub fn plan(path: &Path, verify: bool, run_bytes: u64) -> Option<Runs> {
-        let index = read_index(&index_path(path)).ok()?;
-        if index.codec != Codec::None || index.pcapng {
+        let sidecar = index_path(path);
+        let index = match sidecar.try_exists() {
+            Ok(false) => None,
+            Ok(true) => Some(read_index(&sidecar).ok()?),
+            Err(_) => return None,
+        };
+        if index
+            .as_ref()
+            .is_some_and(|i| i.codec != Codec::None || i.pcapng)
+        {
             return None;
         }
         let mut file = File::open(path).ok()?;
@@ -72,6 +160,17 @@ impl Runs {
         file.read_exact(&mut head).ok()?;
         // (A compressed file's magic is no pcap magic: the parse refuses it.)
         let header = FileHeaderRepr::parse(&FileHeader::new_unchecked(&head[..])).ok()?;
+        let Some(index) = index else {
+            let layout = Layout::Fixed {
+                run_bytes: run_bytes.max(pcap::FILE_HEADER_LEN as u64 + 1),
+            };
+            return Some(Runs {
+                file,
+                header,
+                layout,
+                len,
+            });
+        };
         let Checked {
             entries,
             end,
@@ -107,9 +206,11 @@ impl Runs {
         Some(Runs {
             file,
             header,
-            entries,
-            runs,
-            verify,
+            layout: Layout::Indexed {
+                entries,
+                runs,
+                verify,
+            },
             len,
         })
     }
@@ -119,18 +220,26 @@ impl Runs {
         &self.header
     }
 
+    /// Whether the runs are the index's chunks.
+    pub fn indexed(&self) -> bool {
+        matches!(self.layout, Layout::Indexed { .. })
+    }
+
     /// How many runs.
     pub fn len(&self) -> usize {
-        self.runs.len()
+        match &self.layout {
+            Layout::Indexed { runs, .. } => runs.len(),
+            Layout::Fixed { run_bytes } => self.len.div_ceil(*run_bytes) as usize,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
+        self.len() == 0
     }
 
-    /// The longest run, in bytes.
+    /// The longest run, in bytes (a fixed run's last record may go past it).
     pub fn longest(&self) -> u64 {
-        (0..self.runs.len())
+        (0..self.len())
             .map(|i| {
                 let s = self.span(i);
                 s.end - s.start
@@ -144,34 +253,140 @@ impl Runs {
         self.len
     }
 
-    /// The packets in the file, as its index counts them.
-    pub fn packet_count(&self) -> u64 {
-        self.entries.iter().map(|e| u64::from(e.packets)).sum()
+    /// The packets in the file, as its index counts them; `None` without
+    /// an index.
+    pub fn packet_count(&self) -> Option<u64> {
+        match &self.layout {
+            Layout::Indexed { entries, .. } => {
+                Some(entries.iter().map(|e| u64::from(e.packets)).sum())
+            }
+            Layout::Fixed { .. } => None,
+        }
     }
 
-    /// Where run `i` starts in the file, and where it ends.
+    /// Where run `i` starts in the file, and where it ends: its chunks, or
+    /// without an index the bytes its records start in.
     pub fn span(&self, i: usize) -> Range<u64> {
-        let r = &self.runs[i];
-        let first = &self.entries[r.start];
-        let last = &self.entries[r.end - 1];
-        first.comp_offset..last.comp_offset + last.comp_len
+        match &self.layout {
+            Layout::Indexed { entries, runs, .. } => {
+                let r = &runs[i];
+                let first = &entries[r.start];
+                let last = &entries[r.end - 1];
+                first.comp_offset..last.comp_offset + last.comp_len
+            }
+            Layout::Fixed { run_bytes } => {
+                let start = i as u64 * run_bytes;
+                start..(start + run_bytes).min(self.len)
+            }
+        }
     }
 
-    /// Reads run `i` into `buf` and checks its chunks against their
-    /// checksums; false if the read failed or a chunk does not match (the
-    /// ordinary reader, going on from here, says which and why).
-    pub fn read(&self, i: usize, buf: &mut Vec<u8>) -> bool {
+    /// Reads run `i` into `buf`, checks it and gives each of its packets to
+    /// `each`: the bytes of the file its records cover, or `None` (and
+    /// possibly some packets given, to be dropped) if the read failed, a
+    /// chunk does not match its checksum, a record header does not parse
+    /// or a record is cut, or, without an index, no record could be found
+    /// to start in it. The caller takes the run only if it starts where the
+    /// run before it ended (see the module's text).
+    #[inline]
+    pub fn walk(
+        &self,
+        i: usize,
+        buf: &mut Vec<u8>,
+        each: impl FnMut(RunPacket<'_>),
+    ) -> Option<Range<u64>> {
+        match self.layout {
+            Layout::Indexed { .. } => {
+                let whole = self.read(i, buf) && self.packets(i, buf, each);
+                whole.then(|| self.span(i))
+            }
+            Layout::Fixed { .. } => self.walk_fixed(i, buf, each),
+        }
+    }
+
+    /// [`walk`](Self::walk) without an index.
+    #[inline]
+    fn walk_fixed(
+        &self,
+        i: usize,
+        buf: &mut Vec<u8>,
+        mut each: impl FnMut(RunPacket<'_>),
+    ) -> Option<Range<u64>> {
+        const HDR: usize = pcap::RECORD_HEADER_LEN;
+        let span = self.span(i);
+        let h = &self.header;
+        let res = if h.nanos {
+            TsResolution::NANO
+        } else {
+            TsResolution::MICRO
+        };
+        let reach = |to: u64| to.min(self.len);
+        buf.resize((reach(span.end + SLACK) - span.start) as usize, 0);
+        self.file.read_exact_at(buf, span.start).ok()?;
+        let nominal = (span.end - span.start) as usize;
+        let mut o = if i == 0 {
+            pcap::FILE_HEADER_LEN
+        } else {
+            let at_end = span.start + buf.len() as u64 == self.len;
+            resync(buf, nominal, at_end, h.big_endian, h.nanos)?
+        };
+        // (The first run covers the file's header, as an indexed file's.)
+        let first = if i == 0 { 0 } else { span.start + o as u64 };
+        // Reads the file on to `to` bytes of the run, if it has them.
+        let more = |buf: &mut Vec<u8>, to: usize| -> Option<()> {
+            let have = buf.len();
+            if span.start + to as u64 > self.len {
+                return None;
+            }
+            buf.resize(to, 0);
+            self.file
+                .read_exact_at(&mut buf[have..], span.start + have as u64)
+                .ok()
+        };
+        while o < nominal {
+            if buf.len() - o < HDR {
+                more(buf, o + HDR)?;
+            }
+            let hdr = RecordHeader::new_unchecked(&buf[o..o + HDR]);
+            let r = RecordRepr::parse(&hdr, h.big_endian, span.start + o as u64).ok()?;
+            let end = o + HDR + r.caplen as usize;
+            if end > buf.len() {
+                more(buf, end)?;
+            }
+            each(RunPacket {
+                ts_ns: res.ticks_to_nanos(r.ticks(h.nanos)),
+                orig_len: r.orig_len,
+                data: &buf[o + HDR..end],
+            });
+            o = end;
+        }
+        Some(first..span.start + o as u64)
+    }
+
+    /// Reads run `i` of an indexed file into `buf` and checks its chunks
+    /// against their checksums; false if the read failed or a chunk does
+    /// not match (the ordinary reader, going on from here, says which and
+    /// why). False without an index.
+    fn read(&self, i: usize, buf: &mut Vec<u8>) -> bool {
+        let Layout::Indexed {
+            entries,
+            runs,
+            verify,
+        } = &self.layout
+        else {
+            return false;
+        };
         let span = self.span(i);
         // A run is whole chunks, each at most 64 MiB (checked with the index).
         buf.resize((span.end - span.start) as usize, 0);
         if self.file.read_exact_at(buf, span.start).is_err() {
             return false;
         }
-        if !self.verify {
+        if !verify {
             return true;
         }
         let mut at = 0;
-        for e in &self.entries[self.runs[i].clone()] {
+        for e in &entries[runs[i].clone()] {
             let n = e.comp_len as usize;
             if let Some(want) = e.crc {
                 if crate::index::chunk_checksum(&buf[at..at + n]) != want {
@@ -183,12 +398,13 @@ impl Runs {
         true
     }
 
-    /// Gives each packet of run `i`, read into `bytes`, to `each`; false
-    /// (and possibly some packets given) if the bytes are not whole records
-    /// ending at the run's end or a record header does not parse: the
-    /// caller drops what it was given and goes on with the ordinary reader.
+    /// Gives each packet of run `i` of an indexed file, read into `bytes`,
+    /// to `each`; false (and possibly some packets given) if the bytes are
+    /// not whole records ending at the run's end or a record header does
+    /// not parse: the caller drops what it was given and goes on with the
+    /// ordinary reader.
     #[inline]
-    pub fn packets(&self, i: usize, bytes: &[u8], mut each: impl FnMut(RunPacket<'_>)) -> bool {
+    fn packets(&self, i: usize, bytes: &[u8], mut each: impl FnMut(RunPacket<'_>)) -> bool {
         const HDR: usize = pcap::RECORD_HEADER_LEN;
         let start = self.span(i).start;
         let h = &self.header;
@@ -299,8 +515,86 @@ mod tests {
         assert!(unchecked.read(2, &mut buf));
     }
 
+    /// Walks every run of `runs`, as `SplitSource` takes them; the packets
+    /// (first byte of each), or `None` at the first run that does not
+    /// start where the one before ended.
+    fn walk_all(runs: &Runs) -> Option<Vec<u8>> {
+        let (mut at, mut seen, mut buf) = (0, Vec::new(), Vec::new());
+        for i in 0..runs.len() {
+            let mut got = Vec::new();
+            let span = runs.walk(i, &mut buf, |p| got.push(p.data[0]))?;
+            if span.start != at {
+                return None;
+            }
+            at = span.end;
+            seen.extend(got);
+        }
+        assert_eq!(at, runs.file_len());
+        Some(seen)
+    }
+
     #[test]
-    fn compressed_or_unindexed_files_are_not_planned() {
+    fn a_file_without_an_index_is_cut_where_its_records_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        trace(&path, 3_000);
+        std::fs::remove_file(index_path(&path)).unwrap();
+        let runs = Runs::plan(&path, true, 16 << 10).unwrap();
+        assert!(!runs.indexed() && runs.packet_count().is_none());
+        assert!(runs.len() > 20, "{} runs", runs.len());
+        let seen = walk_all(&runs).expect("every run starts where the one before ended");
+        let want: Vec<u8> = (0..3_000u64).map(|i| i as u8).collect();
+        assert_eq!(seen, want);
+        // A run whose bytes hold no record's start cannot be walked.
+        let mut buf = Vec::new();
+        let huge = Runs::plan(&path, true, 30).unwrap();
+        assert!((1..huge.len()).any(|i| huge.walk(i, &mut buf, |_| {}).is_none()));
+    }
+
+    #[test]
+    fn record_headers_inside_a_packet_do_not_pass_for_a_runs_start() {
+        // Packets that each carry a chain of pcap records filling them to
+        // their end, as a capture of a pcap file's download would.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        let cfg = WriterConfig {
+            codec: Codec::None,
+            format: OutputFormat::Pcap,
+            ..WriterConfig::default()
+        };
+        let mut w = TraceWriter::create(&path, cfg).unwrap();
+        let mut inner = Vec::new();
+        for k in 0..25u32 {
+            inner.extend_from_slice(&1_700_000_000u32.to_le_bytes());
+            inner.extend_from_slice(&k.to_le_bytes());
+            inner.extend_from_slice(&40u32.to_le_bytes());
+            inner.extend_from_slice(&40u32.to_le_bytes());
+            inner.extend_from_slice(&[k as u8 + 1; 40]);
+        }
+        for i in 0..400u64 {
+            w.write_packet(LinkType::Ethernet, 1_000 + i, inner.len() as u32, &inner)
+                .unwrap();
+        }
+        w.finish().unwrap();
+        std::fs::remove_file(index_path(&path)).unwrap();
+        let runs = Runs::plan(&path, true, 4096).unwrap();
+        // Each run but the first finds its start inside a packet; the
+        // caller sees that it does not follow on from the run before.
+        assert_eq!(walk_all(&runs), None);
+        let mut buf = Vec::new();
+        let spans: Vec<Range<u64>> = (0..runs.len())
+            .map(|i| runs.walk(i, &mut buf, |_| {}).expect("a walk"))
+            .collect();
+        let misplaced = spans.windows(2).filter(|w| w[1].start != w[0].end).count();
+        assert!(
+            misplaced > spans.len() / 2,
+            "{misplaced} of {}",
+            spans.len()
+        );
+    }
+
+    #[test]
+    fn compressed_files_and_index_mismatches_are_not_planned() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("t.pcap.lz4");
         let mut w = TraceWriter::create(&path, WriterConfig::default()).unwrap();
@@ -309,8 +603,16 @@ mod tests {
         assert!(Runs::plan(&path, true, 4096).is_none());
         let plain = tmp.path().join("p.pcap");
         trace(&plain, 100);
-        assert!(Runs::plan(&plain, true, 4096).is_some());
+        assert!(Runs::plan(&plain, true, 4096).is_some_and(|r| r.indexed()));
+        // An index the file does not bear out.
+        let bytes = std::fs::read(&plain).unwrap();
+        std::fs::write(&plain, &bytes[..bytes.len() - 10]).unwrap();
+        assert!(Runs::plan(&plain, true, 4096).is_none());
+        // No index: runs of the file's bytes.
         std::fs::remove_file(index_path(&plain)).unwrap();
+        assert!(Runs::plan(&plain, true, 4096).is_some_and(|r| !r.indexed()));
+        // Not pcap.
+        std::fs::write(&plain, b"not a capture at all, but long enough").unwrap();
         assert!(Runs::plan(&plain, true, 4096).is_none());
     }
 }

@@ -1,25 +1,29 @@
-//! A plain, indexed pcap file read on two threads, for the profiler.
+//! A plain pcap file read on two threads, for the profiler.
 //!
 //! Reading a trace from the page cache is a copy, and on one thread that
 //! copy was the bound of `kansoku profile -r FILE` (bench/profile-throughput.md,
 //! rounds 16-18: the whole command within 1.5x of `cat` of the file). Two
 //! threads copying halves of the file go faster than one, but bytes one
 //! core read cost the other as much to take over as to read them itself
-//! (rounds 7, 8, 16, 17). So a helper thread here reads every other run of
-//! whole chunks ([`trace::runs::Runs`], 256 KiB), checks them against the
-//! index's checksums, walks their records and hands over only what the
-//! profiler needs of each packet ([`Sliced`]: its time, length and flow),
-//! while this thread does the runs between and gives the packets to the
-//! run's consumer in file order.
+//! (rounds 7, 8, 16, 17). So a helper thread here reads every other run
+//! ([`trace::runs::Runs`], 256 KiB: whole chunks of the index, or without
+//! one the records that start in 256 KiB of the file), checks its chunks
+//! against the index's checksums when there is one, walks its records and
+//! hands over only what the profiler needs of each packet ([`Sliced`]: its
+//! time, length and flow), while this thread does the runs between and
+//! gives the packets to the run's consumer in file order.
 //!
 //! Nothing changes in what is counted or reported: a run either thread
 //! cannot take whole (a chunk that fails its checksum, a record header that
-//! does not parse, records that do not end at the run's end, a failed read)
-//! ends the split there, and the ordinary reader ([`TraceSource`]) takes
-//! over from that run's start, passing over what was counted and reporting
-//! the corruption, the bad record or the cut as it always does. Only files
-//! whose index covers them whole are split (see [`trace::runs`]); the rest,
-//! and standard input, go through [`TraceSource`].
+//! does not parse, records cut by the file's end, a failed read) or that
+//! does not start exactly where the run before it ended (a run of a file
+//! without an index whose start was found inside a packet) ends the split
+//! there, and the ordinary reader ([`TraceSource`]) takes over from the end
+//! of the last run taken, passing over what was counted and reporting the
+//! corruption, the bad record or the cut as it always does. Only files
+//! whose index covers them whole, or that have none, are split (see
+//! [`trace::runs`]); the rest, and standard input, go through
+//! [`TraceSource`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,26 +79,31 @@ pub enum SplitItem<'a> {
     Record(Record<'a>),
 }
 
-/// Reads run `i` into `buf` and slices its packets into `out`; false (and
-/// `out` empty) when the run cannot be taken whole.
-fn slice_run(runs: &Runs, i: usize, buf: &mut Vec<u8>, out: &mut Vec<Sliced>) -> bool {
+/// Reads run `i` into `buf` and slices its packets into `out`: the bytes
+/// of the file its records cover, or `None` (and `out` empty) when the run
+/// cannot be taken whole.
+fn slice_run(runs: &Runs, i: usize, buf: &mut Vec<u8>, out: &mut Vec<Sliced>) -> Option<Span> {
     out.clear();
-    if !runs.read(i, buf) {
-        return false;
-    }
     let link = runs.header().link_type;
-    let whole = runs.packets(i, buf, |p| {
+    let whole = runs.walk(i, buf, |p| {
         out.push(Sliced {
             ts_ns: p.ts_ns,
             orig_len: p.orig_len,
             bits: wire::flow_bits(link, p.data),
         })
     });
-    if !whole {
+    if whole.is_none() {
         out.clear();
     }
     whole
 }
+
+/// The bytes of the file a run's records cover.
+type Span = std::ops::Range<u64>;
+
+/// A run's packets and the bytes they cover; `None` when it cannot be
+/// taken whole.
+type Taken = Option<(Span, Vec<Sliced>)>;
 
 /// Whether the helper reads run `i`: every other one. (Two of three, or
 /// this thread reading ahead whenever the helper's run was not ready, were
@@ -106,7 +115,7 @@ fn helpers(i: usize) -> bool {
 /// The helper thread: it reads its runs in order, at most [`AHEAD`] ahead
 /// of this thread's taking them.
 struct Helper {
-    rx: Option<Receiver<(usize, Option<Vec<Sliced>>)>>,
+    rx: Option<Receiver<(usize, Taken)>>,
     /// Vectors handed back to be filled again.
     back: SyncSender<Vec<Sliced>>,
     stop: Arc<AtomicBool>,
@@ -128,8 +137,9 @@ impl Helper {
                         break;
                     }
                     let mut out = spare.try_recv().unwrap_or_default();
-                    let whole = slice_run(&runs, i, &mut buf, &mut out);
-                    if tx.send((i, whole.then_some(out))).is_err() || !whole {
+                    let got = slice_run(&runs, i, &mut buf, &mut out).map(|s| (s, out));
+                    let whole = got.is_some();
+                    if tx.send((i, got)).is_err() || !whole {
                         break;
                     }
                 }
@@ -154,7 +164,7 @@ impl Drop for Helper {
     }
 }
 
-/// A plain, indexed pcap file's packets, read on two threads (see the
+/// A plain pcap file's packets, read on two threads (see the
 /// module's text). For a chain of the profiler alone: its items are
 /// packets sliced to their flows, not frames.
 pub struct SplitSource {
@@ -183,10 +193,10 @@ pub struct SplitSource {
 
 impl SplitSource {
     /// `path` read on two threads, or `None` when it is not a file this
-    /// applies to (standard input, compressed, pcapng, no index or one the
-    /// file does not bear out, not closed, under [`MIN_SPLIT_BYTES`]) or
-    /// there is one CPU or the thread cannot start: read it with
-    /// [`TraceSource`].
+    /// applies to (standard input, compressed, pcapng, an index the file
+    /// does not bear out or not closed, under [`MIN_SPLIT_BYTES`], records
+    /// under [`MIN_SPLIT_RECORD`] on average) or there is one CPU or the
+    /// thread cannot start: read it with [`TraceSource`].
     pub fn open(path: &Path) -> Option<SplitSource> {
         if path.as_os_str() == "-"
             || std::thread::available_parallelism().map_or(true, |n| n.get() < 2)
@@ -195,23 +205,25 @@ impl SplitSource {
         }
         let verify = verifying();
         let runs = Runs::plan(path, verify, RUN_BYTES)?;
-        // Short records (a capture cut to its headers) are not read-bound:
-        // the helper would only take the counting thread's core.
-        let record = runs.file_len() / runs.packet_count().max(1);
-        if runs.file_len() < MIN_SPLIT_BYTES || record < MIN_SPLIT_RECORD {
+        if runs.file_len() < MIN_SPLIT_BYTES {
             return None;
         }
-        SplitSource::start(path, runs, verify)
+        SplitSource::start(path, runs, verify, MIN_SPLIT_RECORD)
     }
 
     /// [`open`](Self::open) with runs of `run_bytes`, whatever the file's
     /// size and records and the CPUs; its chunks checked against the index
     /// (`verify`) or not, whatever `--no-verify` said.
     pub fn with_runs(path: &Path, run_bytes: u64, verify: bool) -> Option<SplitSource> {
-        SplitSource::start(path, Runs::plan(path, verify, run_bytes)?, verify)
+        SplitSource::start(path, Runs::plan(path, verify, run_bytes)?, verify, 0)
     }
 
-    fn start(path: &Path, runs: Runs, verify: bool) -> Option<SplitSource> {
+    /// Starts the split read, unless the file's records (as the index
+    /// counts them, or as the first run has them) are shorter than
+    /// `min_record` on average: a capture cut to its headers is not bound by
+    /// its reading, and the helper would only take the counting thread's
+    /// core.
+    fn start(path: &Path, runs: Runs, verify: bool, min_record: u64) -> Option<SplitSource> {
         // A run of a chunk far longer than the runs asked for (the index
         // allows 64 MiB) would hold millions of packets in each of the
         // vectors in flight.
@@ -223,7 +235,12 @@ impl SplitSource {
         // file from its start (and may not open it at all: a corrupt first
         // chunk is a bad header to it).
         let (mut buf, mut cur) = (Vec::new(), Vec::new());
-        if !slice_run(&runs, 0, &mut buf, &mut cur) {
+        let first = slice_run(&runs, 0, &mut buf, &mut cur)?;
+        let record = match runs.packet_count() {
+            Some(n) => runs.file_len() / n.max(1),
+            None => first.end / (cur.len() as u64).max(1),
+        };
+        if record < min_record {
             return None;
         }
         let runs = Arc::new(runs);
@@ -241,7 +258,7 @@ impl SplitSource {
             cur_helpers: false,
             spare: Vec::new(),
             fallback: None,
-            position: 0,
+            position: first.end,
             packets: 0,
             bytes: 0,
         })
@@ -275,20 +292,21 @@ impl SplitSource {
         }
         let (got, helpers) = self.take_run(i);
         self.cur_helpers = helpers;
-        let span = self.runs.span(i);
         match got {
-            Some(packets) => {
+            // A run is taken only where the one before ended: so every run
+            // taken starts at a record, as the first does (trace::runs).
+            Some((span, packets)) if span.start == self.position => {
                 self.cur = packets;
                 self.at = 0;
                 self.next_run += 1;
                 self.position = span.end;
             }
-            None => {
-                // The ordinary reader from this run's start: it reports
+            _ => {
+                // The ordinary reader from the last run's end: it reports
                 // what is wrong here as it would have.
                 self.helper = None;
                 let mut rest = TraceSource::open_verify(&self.path, self.verify)?;
-                rest.skip_to(span.start)?;
+                rest.skip_to(self.position)?;
                 self.fallback = Some(rest);
             }
         }
@@ -299,7 +317,7 @@ impl SplitSource {
 impl SplitSource {
     /// Run `i`'s packets (`None`: it cannot be taken whole), and whether
     /// the helper read it.
-    fn take_run(&mut self, i: usize) -> (Option<Vec<Sliced>>, bool) {
+    fn take_run(&mut self, i: usize) -> (Taken, bool) {
         match self.helper.as_ref().filter(|_| helpers(i)) {
             Some(h) => match h.rx.as_ref().map(Receiver::recv) {
                 Some(Ok((j, got))) => (got.filter(|_| j == i), true),
@@ -307,11 +325,12 @@ impl SplitSource {
             },
             None => {
                 let mut out = self.spare.pop().unwrap_or_default();
-                if slice_run(&self.runs, i, &mut self.buf, &mut out) {
-                    (Some(out), false)
-                } else {
-                    self.spare.push(out);
-                    (None, false)
+                match slice_run(&self.runs, i, &mut self.buf, &mut out) {
+                    Some(span) => (Some((span, out)), false),
+                    None => {
+                        self.spare.push(out);
+                        (None, false)
+                    }
                 }
             }
         }
@@ -373,16 +392,21 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
-    /// An indexed plain pcap of `n` packets: IPv4 UDP/TCP between random
-    /// hosts, 60-1514 bytes, some ARP, 500 a second.
-    fn write_trace(path: &Path, n: u64) {
+    /// A writer of a plain pcap at `path`, indexed, in 32 KiB chunks.
+    fn plain_writer(path: &Path) -> TraceWriter<std::fs::File> {
         let cfg = WriterConfig {
             codec: Codec::None,
             format: OutputFormat::Pcap,
             block_size: 32 << 10,
             ..WriterConfig::default()
         };
-        let mut w = TraceWriter::create(path, cfg).unwrap();
+        TraceWriter::create(path, cfg).unwrap()
+    }
+
+    /// An indexed plain pcap of `n` packets: IPv4 UDP/TCP between random
+    /// hosts, 60-1514 bytes, some ARP, 500 a second.
+    fn write_trace(path: &Path, n: u64) {
+        let mut w = plain_writer(path);
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut rnd = move || {
             x ^= x << 13;
@@ -524,10 +548,106 @@ mod tests {
         // Cut short: the index describes chunks the file lacks.
         std::fs::write(&path, &bytes[..bytes.len() - 1000]).unwrap();
         assert!(SplitSource::with_runs(&path, 64 << 10, true).is_none());
-        // No index.
-        std::fs::write(&path, &bytes).unwrap();
-        std::fs::remove_file(trace::index::index_path(&path)).unwrap();
-        assert!(SplitSource::with_runs(&path, 64 << 10, true).is_none());
+        // Compressed.
+        let lz4 = tmp.path().join("t.pcap.lz4");
+        let mut w = TraceWriter::create(&lz4, WriterConfig::default()).unwrap();
+        for i in 0..2_000u64 {
+            w.write_packet(LinkType::Ethernet, i, 1000, &[7; 1000])
+                .unwrap();
+        }
+        w.finish().unwrap();
+        assert!(SplitSource::with_runs(&lz4, 64 << 10, true).is_none());
         assert!(SplitSource::open(Path::new("-")).is_none());
+    }
+
+    /// A trace of `n` packets at `path` ([`write_trace`]) without its
+    /// index; the file's bytes.
+    fn unindexed(path: &Path, n: u64) -> Vec<u8> {
+        write_trace(path, n);
+        std::fs::remove_file(trace::index::index_path(path)).unwrap();
+        std::fs::read(path).unwrap()
+    }
+
+    /// The offsets of `bytes`' records (a little-endian pcap file).
+    fn records(bytes: &[u8]) -> Vec<usize> {
+        let (mut o, mut at) = (24, Vec::new());
+        while o + 16 <= bytes.len() {
+            at.push(o);
+            o += 16 + u32::from_le_bytes(bytes[o + 8..o + 12].try_into().unwrap()) as usize;
+        }
+        at
+    }
+
+    #[test]
+    fn a_file_without_an_index_is_split_where_its_records_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        unindexed(&path, 8_000);
+        assert!(!same_as_ordinary(&path));
+        let runs = Runs::plan(&path, true, 64 << 10).unwrap();
+        assert!(!runs.indexed() && runs.len() > 50, "{} runs", runs.len());
+    }
+
+    #[test]
+    fn a_bad_record_or_a_cut_in_a_file_without_an_index_is_reported_as_one_reader_reports_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        let clean = unindexed(&path, 8_000);
+        let at = records(&clean);
+        // An absurd captured length in one of this thread's runs (even, of
+        // 64 KiB), in one of the helper's, in the last record; then the
+        // file cut inside its last record.
+        let late = |parity| {
+            (at.len() * 3 / 4..at.len())
+                .find(|&r| (at[r] >> 16) % 2 == parity)
+                .unwrap()
+        };
+        for r in [late(0), late(1), at.len() - 1] {
+            let mut bytes = clean.clone();
+            bytes[at[r] + 8..at[r] + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(same_as_ordinary(&path), "record {r}: no fall back");
+            let (report, _) = profile(
+                &mut SplitSource::with_runs(&path, 64 << 10, true).unwrap(),
+                &tmp.path().join(format!("r{r}")),
+            );
+            assert!(report.contains("captured length"), "record {r}: {report}");
+        }
+        std::fs::write(&path, &clean[..clean.len() - 10]).unwrap();
+        assert!(same_as_ordinary(&path));
+    }
+
+    #[test]
+    fn a_capture_of_a_pcap_file_is_read_as_one_reader_reads_it() {
+        // Packets whose payloads are pcap records (a capture of a pcap
+        // file's download): the runs found inside them are refused, and
+        // the ordinary reader reads on from the last run taken.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        let mut w = plain_writer(&path);
+        // 25 records of 40 bytes, filling the packet to its end: a walk
+        // from the first goes on into the packets after it.
+        let mut arp = [0u8; 40];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let mut payload = Vec::new();
+        for k in 0..25 {
+            trace::format::pcap::emit_record(&mut payload, 1_700_000_000 * S + k, false, 40, &arp);
+        }
+        for i in 0..8_000 {
+            let mut f = vec![0u8; 42];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
+            f[23] = 6;
+            f[26..30].copy_from_slice(&[10, 0, 0, (i % 7) as u8]);
+            f[30..34].copy_from_slice(&[192, 168, 0, 1]);
+            f.extend_from_slice(&payload);
+            let t = 1_700_000_000 * S + i as u64 * 2_000_000;
+            w.write_packet(LinkType::Ethernet, t, f.len() as u32, &f)
+                .unwrap();
+        }
+        w.finish().unwrap();
+        std::fs::remove_file(trace::index::index_path(&path)).unwrap();
+        assert!(same_as_ordinary(&path), "no run was found inside a packet");
     }
 }
