@@ -150,6 +150,12 @@ impl Runs {
         {
             return None;
         }
+        // Only a regular file, and known to be one before it is opened:
+        // opening a named pipe would wait for its writer, and its first
+        // bytes, read here, would be lost to the reader after.
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
         let mut file = File::open(path).ok()?;
         let meta = file.metadata().ok()?;
         if !meta.is_file() {
@@ -251,6 +257,12 @@ impl Runs {
     /// The file's length.
     pub fn file_len(&self) -> u64 {
         self.len
+    }
+
+    /// Whether the file is longer now than when it was planned (its runs
+    /// end where it ended then).
+    pub fn grew(&self) -> bool {
+        self.file.metadata().is_ok_and(|m| m.len() > self.len)
     }
 
     /// The packets in the file, as its index counts them; `None` without
@@ -549,6 +561,24 @@ mod tests {
         let mut buf = Vec::new();
         let huge = Runs::plan(&path, true, 30).unwrap();
         assert!((1..huge.len()).any(|i| huge.walk(i, &mut buf, |_| {}).is_none()));
+    }
+
+    #[test]
+    fn a_named_pipe_is_not_planned_nor_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+        // Opening it would wait for a writer that never comes.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(Runs::plan(&path, true, 4096).is_none()));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        if got.is_err() {
+            // Let the planning thread's open return before failing.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        }
+        assert_eq!(got, Ok(true));
     }
 
     #[test]

@@ -280,7 +280,15 @@ impl SplitSource {
         let i = self.next_run;
         if i == self.runs.len() {
             self.helper = None;
-            return Ok(false);
+            // A file that grew while it was read (a capture still writing
+            // it) is read on to its new end by the ordinary reader.
+            if !self.runs.grew() {
+                return Ok(false);
+            }
+            let mut rest = TraceSource::open_verify(&self.path, self.verify)?;
+            rest.skip_to(self.position)?;
+            self.fallback = Some(rest);
+            return Ok(true);
         }
         // The vector just given out goes back where it came from.
         let done = std::mem::take(&mut self.cur);
@@ -615,6 +623,29 @@ mod tests {
         }
         std::fs::write(&path, &clean[..clean.len() - 10]).unwrap();
         assert!(same_as_ordinary(&path));
+    }
+
+    #[test]
+    fn a_file_that_grows_while_it_is_read_is_read_to_its_new_end() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        let more = unindexed(&tmp.path().join("more.pcap"), 2_000);
+        let before = unindexed(&path, 8_000);
+        let mut split = SplitSource::with_runs(&path, 64 << 10, true).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, &more[24..]).unwrap();
+        let got = profile(&mut split, &tmp.path().join("a"));
+        assert!(split.fell_back());
+        let want = profile(
+            &mut TraceSource::open_verify(&path, true).unwrap(),
+            &tmp.path().join("b"),
+        );
+        assert_eq!(got, want);
+        assert!(got.0.contains("packets: 10000"), "{}", got.0);
+        assert!(before.len() < std::fs::metadata(&path).unwrap().len() as usize);
     }
 
     #[test]
