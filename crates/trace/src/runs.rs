@@ -82,9 +82,9 @@ const CHAIN: usize = 4;
 /// only if they end exactly at its end and that is the file's, `at_end`):
 /// each with a fraction of a second under a second, a captured length no
 /// more than the original, an original length of 1 byte to 1 MiB (a
-/// length the reader accepts), and a time within a day of the first's. Stricter than the reader, on
-/// purpose: a true boundary it refuses costs a run read again by the
-/// ordinary reader, never a packet.
+/// length the reader accepts), and a time within a day of the first's.
+/// Stricter than the reader, on purpose: a true boundary it refuses costs a
+/// run read again by the ordinary reader, never a packet.
 fn chain_at(bytes: &[u8], mut o: usize, at_end: bool, big_endian: bool, nanos: bool) -> bool {
     const HDR: usize = pcap::RECORD_HEADER_LEN;
     let unit = if nanos { 1_000_000_000 } else { 1_000_000 };
@@ -327,13 +327,7 @@ impl Runs {
         const HDR: usize = pcap::RECORD_HEADER_LEN;
         let span = self.span(i);
         let h = &self.header;
-        let res = if h.nanos {
-            TsResolution::NANO
-        } else {
-            TsResolution::MICRO
-        };
-        let reach = |to: u64| to.min(self.len);
-        buf.resize((reach(span.end + SLACK) - span.start) as usize, 0);
+        buf.resize(((span.end + SLACK).min(self.len) - span.start) as usize, 0);
         self.file.read_exact_at(buf, span.start).ok()?;
         let nominal = (span.end - span.start) as usize;
         let mut o = if i == 0 {
@@ -359,17 +353,12 @@ impl Runs {
             if buf.len() - o < HDR {
                 more(buf, o + HDR)?;
             }
-            let hdr = RecordHeader::new_unchecked(&buf[o..o + HDR]);
-            let r = RecordRepr::parse(&hdr, h.big_endian, span.start + o as u64).ok()?;
+            let r = self.header_at(buf, o, span.start)?;
             let end = o + HDR + r.caplen as usize;
             if end > buf.len() {
                 more(buf, end)?;
             }
-            each(RunPacket {
-                ts_ns: res.ticks_to_nanos(r.ticks(h.nanos)),
-                orig_len: r.orig_len,
-                data: &buf[o + HDR..end],
-            });
+            each(self.packet(&r, &buf[o + HDR..end]));
             o = end;
         }
         Some(first..span.start + o as u64)
@@ -419,33 +408,44 @@ impl Runs {
     fn packets(&self, i: usize, bytes: &[u8], mut each: impl FnMut(RunPacket<'_>)) -> bool {
         const HDR: usize = pcap::RECORD_HEADER_LEN;
         let start = self.span(i).start;
-        let h = &self.header;
-        let res = if h.nanos {
+        let mut o = if start == 0 { pcap::FILE_HEADER_LEN } else { 0 };
+        while o < bytes.len() {
+            let Some(r) = self.header_at(bytes, o, start) else {
+                return false;
+            };
+            let end = o + HDR + r.caplen as usize;
+            let Some(data) = bytes.get(o + HDR..end) else {
+                return false;
+            };
+            each(self.packet(&r, data));
+            o = end;
+        }
+        true
+    }
+
+    /// The record header at `bytes[o..]`, `bytes` being the file from
+    /// offset `base`, parsed as the reader parses it; `None` if `bytes` end
+    /// first or the reader would refuse it.
+    #[inline(always)]
+    fn header_at(&self, bytes: &[u8], o: usize, base: u64) -> Option<RecordRepr> {
+        let hdr = RecordHeader::new_unchecked(bytes.get(o..o + pcap::RECORD_HEADER_LEN)?);
+        RecordRepr::parse(&hdr, self.header.big_endian, base + o as u64).ok()
+    }
+
+    /// The packet of record `r`, whose captured bytes are `data`.
+    #[inline(always)]
+    fn packet<'a>(&self, r: &RecordRepr, data: &'a [u8]) -> RunPacket<'a> {
+        let nanos = self.header.nanos;
+        let res = if nanos {
             TsResolution::NANO
         } else {
             TsResolution::MICRO
         };
-        let mut o = if start == 0 { pcap::FILE_HEADER_LEN } else { 0 };
-        while o < bytes.len() {
-            if bytes.len() - o < HDR {
-                return false;
-            }
-            let hdr = RecordHeader::new_unchecked(&bytes[o..o + HDR]);
-            let Ok(r) = RecordRepr::parse(&hdr, h.big_endian, start + o as u64) else {
-                return false;
-            };
-            let end = o + HDR + r.caplen as usize;
-            if end > bytes.len() {
-                return false;
-            }
-            each(RunPacket {
-                ts_ns: res.ticks_to_nanos(r.ticks(h.nanos)),
-                orig_len: r.orig_len,
-                data: &bytes[o + HDR..end],
-            });
-            o = end;
+        RunPacket {
+            ts_ns: res.ticks_to_nanos(r.ticks(nanos)),
+            orig_len: r.orig_len,
+            data,
         }
-        true
     }
 }
 

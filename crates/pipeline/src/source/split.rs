@@ -285,9 +285,7 @@ impl SplitSource {
             if !self.runs.grew() {
                 return Ok(false);
             }
-            let mut rest = TraceSource::open_verify(&self.path, self.verify)?;
-            rest.skip_to(self.position)?;
-            self.fallback = Some(rest);
+            self.take_over()?;
             return Ok(true);
         }
         // The vector just given out goes back where it came from.
@@ -309,20 +307,25 @@ impl SplitSource {
                 self.next_run += 1;
                 self.position = span.end;
             }
-            _ => {
-                // The ordinary reader from the last run's end: it reports
-                // what is wrong here as it would have.
-                self.helper = None;
-                let mut rest = TraceSource::open_verify(&self.path, self.verify)?;
-                rest.skip_to(self.position)?;
-                self.fallback = Some(rest);
-            }
+            // The ordinary reader from the last run's end: it reports what
+            // is wrong here as it would have.
+            _ => self.take_over()?,
         }
         Ok(true)
     }
 }
 
 impl SplitSource {
+    /// Hands the rest of the file, from the end of the last run taken, to
+    /// the ordinary reader.
+    fn take_over(&mut self) -> Result<()> {
+        self.helper = None;
+        let mut rest = TraceSource::open_verify(&self.path, self.verify)?;
+        rest.skip_to(self.position)?;
+        self.fallback = Some(rest);
+        Ok(())
+    }
+
     /// Run `i`'s packets (`None`: it cannot be taken whole), and whether
     /// the helper read it.
     fn take_run(&mut self, i: usize) -> (Taken, bool) {
