@@ -70,6 +70,11 @@ pub struct RunPacket<'a> {
     pub data: &'a [u8],
 }
 
+/// Bytes of an indexed run read and checked at a time (whole chunks, or one
+/// chunk when it is longer): a piece that stays in a core's cache between
+/// its read and its check.
+const PIECE: usize = 256 << 10;
+
 /// Bytes read past a fixed run's end with it, so that its last record
 /// (a full Ethernet frame or less) takes no second read.
 const SLACK: u64 = 2048;
@@ -380,21 +385,38 @@ impl Runs {
         let span = self.span(i);
         // A run is whole chunks, each at most 64 MiB (checked with the index).
         buf.resize((span.end - span.start) as usize, 0);
-        if self.file.read_exact_at(buf, span.start).is_err() {
-            return false;
-        }
         if !verify {
-            return true;
+            return self.file.read_exact_at(buf, span.start).is_ok();
         }
-        let mut at = 0;
-        for e in &entries[runs[i].clone()] {
-            let n = e.comp_len as usize;
-            if let Some(want) = e.crc {
-                if crate::index::chunk_checksum(&buf[at..at + n]) != want {
-                    return false;
-                }
+        // Read a piece of whole chunks at a time and checked at once, while
+        // the piece is still in the core's cache: a run is longer than the
+        // cache (see `RUN_BYTES` in the pipeline's split read).
+        let chunks = &entries[runs[i].clone()];
+        let (mut at, mut k) = (0, 0);
+        while k < chunks.len() {
+            let (first, mut end) = (k, at);
+            while k < chunks.len()
+                && (k == first || end - at + chunks[k].comp_len as usize <= PIECE)
+            {
+                end += chunks[k].comp_len as usize;
+                k += 1;
             }
-            at += n;
+            if self
+                .file
+                .read_exact_at(&mut buf[at..end], span.start + at as u64)
+                .is_err()
+            {
+                return false;
+            }
+            for e in &chunks[first..k] {
+                let n = e.comp_len as usize;
+                if let Some(want) = e.crc {
+                    if crate::index::chunk_checksum(&buf[at..at + n]) != want {
+                        return false;
+                    }
+                }
+                at += n;
+            }
         }
         true
     }
@@ -525,6 +547,39 @@ mod tests {
         assert!(!runs.read(2, &mut buf));
         let unchecked = Runs::plan(&path, false, 16 << 10).unwrap();
         assert!(unchecked.read(2, &mut buf));
+    }
+
+    #[test]
+    fn a_run_longer_than_a_piece_is_read_and_checked_piece_by_piece() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        trace(&path, 6_000);
+        let runs = Runs::plan(&path, true, 1 << 20).unwrap();
+        let span = runs.span(1);
+        assert!(span.end - span.start > 3 * PIECE as u64, "{span:?}");
+        let bytes = std::fs::read(&path).unwrap();
+        let mut buf = Vec::new();
+        assert!(runs.read(1, &mut buf));
+        assert_eq!(buf, bytes[span.start as usize..span.end as usize]);
+        // A byte changed in the run's first, a middle or its last piece: the
+        // run is refused, the runs before it are not.
+        let bad = tmp.path().join("bad.pcap");
+        std::fs::copy(
+            tmp.path().join("t.pcap.kidx"),
+            tmp.path().join("bad.pcap.kidx"),
+        )
+        .unwrap();
+        for at in [span.start + 1, (span.start + span.end) / 2, span.end - 1] {
+            let mut changed = bytes.clone();
+            changed[at as usize] ^= 0x40;
+            std::fs::write(&bad, &changed).unwrap();
+            let runs = Runs::plan(&bad, true, 1 << 20).unwrap();
+            assert!(runs.read(0, &mut buf));
+            assert!(!runs.read(1, &mut buf), "a byte changed at {at}");
+            let unchecked = Runs::plan(&bad, false, 1 << 20).unwrap();
+            assert!(unchecked.read(1, &mut buf));
+            assert_eq!(buf, changed[span.start as usize..span.end as usize]);
+        }
     }
 
     /// Walks every run of `runs`, as `SplitSource` takes them; the packets

@@ -40,9 +40,14 @@ use crate::report::Report;
 use crate::run::Source;
 use crate::source::trace::{verifying, TraceSource};
 
-/// A run's bytes at least: 256 KiB, eight of the writer's chunks, a size
-/// that stays in each core's cache while it is walked.
-pub const RUN_BYTES: u64 = 256 << 10;
+/// A run's bytes at least: 2 MiB, 64 of the writer's chunks. The two
+/// threads hand over a run each time, and on a virtual machine a hand-off
+/// that finds the other thread asleep waits for its virtual CPU to be woken:
+/// with runs of 256 KiB (50 us of reading each) the two reading threads and
+/// the counting thread used 1.5 of the two CPUs, and the whole run took 15%
+/// longer (bench/profile-throughput.md, round 21). An indexed run is read
+/// and checked a piece at a time, in the cache (`trace::runs`).
+pub const RUN_BYTES: u64 = 2 << 20;
 
 /// Files smaller than this are read on one thread: the helper's start
 /// would cost more than it saves.
@@ -55,12 +60,12 @@ pub const MIN_SPLIT_BYTES: u64 = 16 << 20;
 pub const MIN_SPLIT_RECORD: u64 = 256;
 
 /// Files with a run longer than this are read on one thread (see
-/// `SplitSource::start`): a run is a 64th of it at most in `profile -r`'s
+/// `SplitSource::start`): a run is about an eighth of it in `profile -r`'s
 /// runs of whole 32 KiB chunks.
 pub const MAX_RUN_BYTES: u64 = 16 << 20;
 
 /// Runs the helper may have ready before it waits.
-const AHEAD: usize = 4;
+const AHEAD: usize = 8;
 
 /// What the profiler needs of a packet.
 #[derive(Clone, Copy, Debug)]
