@@ -70,9 +70,9 @@ pub struct RunPacket<'a> {
     pub data: &'a [u8],
 }
 
-/// Bytes of an indexed run read and checked at a time (whole chunks, or one
-/// chunk when it is longer): a piece that stays in a core's cache between
-/// its read and its check.
+/// Bytes of a run read at a time (for an indexed run, whole chunks, or one
+/// chunk when it is longer, checked as soon as read): a piece that stays in
+/// a core's cache between its read and its walk or check.
 const PIECE: usize = 256 << 10;
 
 /// Bytes read past a fixed run's end with it, so that its last record
@@ -321,7 +321,9 @@ impl Runs {
         }
     }
 
-    /// [`walk`](Self::walk) without an index.
+    /// [`walk`](Self::walk) without an index. The run is read a [`PIECE`]
+    /// at a time into `buf`, a window that slides along it: a run is longer
+    /// than a core's cache, and a buffer of its length is written cold.
     #[inline]
     fn walk_fixed(
         &self,
@@ -332,38 +334,46 @@ impl Runs {
         const HDR: usize = pcap::RECORD_HEADER_LEN;
         let span = self.span(i);
         let h = &self.header;
-        buf.resize(((span.end + SLACK).min(self.len) - span.start) as usize, 0);
-        self.file.read_exact_at(buf, span.start).ok()?;
         let nominal = (span.end - span.start) as usize;
+        // The run's bytes to the file's end, from its start.
+        let rest = (self.len - span.start) as usize;
+        // `buf` holds the run's bytes from `at` on: `fill` reads from `from`
+        // to a piece past it, and on to `need` at least (None past the
+        // file's end: the ordinary reader says what is wrong there).
+        let mut at = 0;
+        let fill = |buf: &mut Vec<u8>, from: usize, need: usize| -> Option<()> {
+            let to = need
+                .max((from + PIECE).min(nominal) + SLACK as usize)
+                .min(rest);
+            if need > to {
+                return None;
+            }
+            buf.resize(to - from, 0);
+            self.file.read_exact_at(buf, span.start + from as u64).ok()
+        };
+        fill(buf, 0, 0)?;
         let mut o = if i == 0 {
             pcap::FILE_HEADER_LEN
         } else {
-            let at_end = span.start + buf.len() as u64 == self.len;
-            resync(buf, nominal, at_end, h.big_endian, h.nanos)?
+            // A run's first record starts in its first piece, or the run is
+            // left to the ordinary reader (a record over 256 KiB long).
+            let at_end = buf.len() == rest;
+            resync(buf, nominal.min(PIECE), at_end, h.big_endian, h.nanos)?
         };
         // (The first run covers the file's header, as an indexed file's.)
         let first = if i == 0 { 0 } else { span.start + o as u64 };
-        // Reads the file on to `to` bytes of the run, if it has them.
-        let more = |buf: &mut Vec<u8>, to: usize| -> Option<()> {
-            let have = buf.len();
-            if span.start + to as u64 > self.len {
-                return None;
-            }
-            buf.resize(to, 0);
-            self.file
-                .read_exact_at(&mut buf[have..], span.start + have as u64)
-                .ok()
-        };
         while o < nominal {
-            if buf.len() - o < HDR {
-                more(buf, o + HDR)?;
+            if o + HDR > at + buf.len() {
+                fill(buf, o, o + HDR)?;
+                at = o;
             }
-            let r = self.header_at(buf, o, span.start)?;
+            let r = self.header_at(buf, o - at, span.start + at as u64)?;
             let end = o + HDR + r.caplen as usize;
-            if end > buf.len() {
-                more(buf, end)?;
+            if end > at + buf.len() {
+                fill(buf, o, end)?;
+                at = o;
             }
-            each(self.packet(&r, &buf[o + HDR..end]));
+            each(self.packet(&r, &buf[o + HDR - at..end - at]));
             o = end;
         }
         Some(first..span.start + o as u64)
@@ -616,6 +626,62 @@ mod tests {
         let mut buf = Vec::new();
         let huge = Runs::plan(&path, true, 30).unwrap();
         assert!((1..huge.len()).any(|i| huge.walk(i, &mut buf, |_| {}).is_none()));
+    }
+
+    #[test]
+    fn a_run_longer_than_a_piece_is_walked_through_a_window_that_slides() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        trace(&path, 8_000);
+        std::fs::remove_file(index_path(&path)).unwrap();
+        let runs = Runs::plan(&path, true, 1 << 20).unwrap();
+        assert!(runs.len() >= 4 && runs.span(1).end - runs.span(1).start > 3 * PIECE as u64);
+        let seen = walk_all(&runs).expect("every run starts where the one before ended");
+        let want: Vec<u8> = (0..8_000u64).map(|i| i as u8).collect();
+        assert_eq!(seen, want);
+        let mut buf = Vec::new();
+        // The records' starts, from the file's header on.
+        let bytes = std::fs::read(&path).unwrap();
+        let mut starts = vec![];
+        let mut o = pcap::FILE_HEADER_LEN;
+        while o < bytes.len() {
+            starts.push(o);
+            o += pcap::RECORD_HEADER_LEN
+                + u32::from_le_bytes(bytes[o + 8..o + 12].try_into().unwrap()) as usize;
+        }
+        // A bad record header in run 1 past its first piece: the run is
+        // refused, the one before it is not.
+        let span = runs.span(1);
+        let late = span.start as usize + 2 * PIECE;
+        let bad = *starts.iter().find(|&&s| s > late).unwrap();
+        let mut changed = bytes.clone();
+        changed[bad + 8..bad + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&path, &changed).unwrap();
+        let runs = Runs::plan(&path, true, 1 << 20).unwrap();
+        assert!(runs.walk(0, &mut buf, |_| {}).is_some());
+        assert!(runs.walk(1, &mut buf, |_| {}).is_none());
+        // The file cut in a record of its last run, past its first piece.
+        let last = runs.len() - 1;
+        let cut = *starts
+            .iter()
+            .rev()
+            .find(|&&s| s > runs.span(last).start as usize + PIECE + 100)
+            .unwrap()
+            + 30;
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let runs = Runs::plan(&path, true, 1 << 20).unwrap();
+        let last = runs.len() - 1;
+        assert!(runs.span(last).end - runs.span(last).start > PIECE as u64);
+        assert!(runs.walk(last - 1, &mut buf, |_| {}).is_some());
+        assert!(runs.walk(last, &mut buf, |_| {}).is_none());
+        // Intact again: walked with the same buffer, it holds a piece, not
+        // a run.
+        std::fs::write(&path, &bytes).unwrap();
+        let runs = Runs::plan(&path, true, 1 << 20).unwrap();
+        assert_eq!(walk_all(&runs).unwrap(), want);
+        let mut buf = Vec::new();
+        assert!(runs.walk(1, &mut buf, |_| {}).is_some());
+        assert!(buf.capacity() < PIECE + (64 << 10), "{}", buf.capacity());
     }
 
     #[test]
