@@ -314,7 +314,8 @@ impl Runs {
     ) -> Option<Range<u64>> {
         match self.layout {
             Layout::Indexed { .. } => {
-                let whole = self.read(i, buf) && self.packets(i, buf, each);
+                let mut each = each;
+                let whole = self.pieces(i, buf, |bytes, base| self.packets(bytes, base, &mut each));
                 whole.then(|| self.span(i))
             }
             Layout::Fixed { .. } => self.walk_fixed(i, buf, each),
@@ -379,11 +380,19 @@ impl Runs {
         Some(first..span.start + o as u64)
     }
 
-    /// Reads run `i` of an indexed file into `buf` and checks its chunks
-    /// against their checksums; false if the read failed or a chunk does
-    /// not match (the ordinary reader, going on from here, says which and
-    /// why). False without an index.
-    fn read(&self, i: usize, buf: &mut Vec<u8>) -> bool {
+    /// Reads run `i` of an indexed file a [`PIECE`] of whole chunks at a
+    /// time into `buf`, checks each piece's chunks against their checksums
+    /// (when verifying) while the piece is in the core's cache, and gives it
+    /// to `piece` with its offset in the file; false as soon as a read
+    /// fails, a chunk does not match (the ordinary reader, going on from
+    /// here, says which and why) or `piece` says false. False without an
+    /// index.
+    fn pieces(
+        &self,
+        i: usize,
+        buf: &mut Vec<u8>,
+        mut piece: impl FnMut(&[u8], u64) -> bool,
+    ) -> bool {
         let Layout::Indexed {
             entries,
             runs,
@@ -393,53 +402,65 @@ impl Runs {
             return false;
         };
         let span = self.span(i);
-        // A run is whole chunks, each at most 64 MiB (checked with the index).
-        buf.resize((span.end - span.start) as usize, 0);
-        if !verify {
-            return self.file.read_exact_at(buf, span.start).is_ok();
-        }
-        // Read a piece of whole chunks at a time and checked at once, while
-        // the piece is still in the core's cache: a run is longer than the
-        // cache (see `RUN_BYTES` in the pipeline's split read).
+        // A run is whole chunks, each at most 64 MiB (checked with the
+        // index), and a chunk whole records (the writer's and `reindex`'s
+        // chunks end where a record does; a run whose pieces do not is
+        // refused by `packets`, and read by the ordinary reader).
         let chunks = &entries[runs[i].clone()];
-        let (mut at, mut k) = (0, 0);
+        buf.clear();
+        buf.reserve(PIECE);
+        let (mut at, mut k) = (0u64, 0);
         while k < chunks.len() {
-            let (first, mut end) = (k, at);
-            while k < chunks.len()
-                && (k == first || end - at + chunks[k].comp_len as usize <= PIECE)
-            {
-                end += chunks[k].comp_len as usize;
+            let (first, mut len) = (k, 0usize);
+            while k < chunks.len() && (k == first || len + chunks[k].comp_len as usize <= PIECE) {
+                len += chunks[k].comp_len as usize;
                 k += 1;
             }
-            if self
-                .file
-                .read_exact_at(&mut buf[at..end], span.start + at as u64)
-                .is_err()
-            {
+            buf.resize(len, 0);
+            if self.file.read_exact_at(buf, span.start + at).is_err() {
                 return false;
             }
-            for e in &chunks[first..k] {
-                let n = e.comp_len as usize;
-                if let Some(want) = e.crc {
-                    if crate::index::chunk_checksum(&buf[at..at + n]) != want {
-                        return false;
+            if *verify {
+                let mut o = 0;
+                for e in &chunks[first..k] {
+                    let n = e.comp_len as usize;
+                    if let Some(want) = e.crc {
+                        if crate::index::chunk_checksum(&buf[o..o + n]) != want {
+                            return false;
+                        }
                     }
+                    o += n;
                 }
-                at += n;
             }
+            if !piece(buf, span.start + at) {
+                return false;
+            }
+            at += len as u64;
         }
         true
     }
 
-    /// Gives each packet of run `i` of an indexed file, read into `bytes`,
-    /// to `each`; false (and possibly some packets given) if the bytes are
-    /// not whole records ending at the run's end or a record header does
-    /// not parse: the caller drops what it was given and goes on with the
-    /// ordinary reader.
+    /// Run `i` of an indexed file, read and checked whole into `buf`; false
+    /// as [`pieces`](Self::pieces) is.
+    #[cfg(test)]
+    fn read(&self, i: usize, buf: &mut Vec<u8>) -> bool {
+        let mut whole = Vec::new();
+        let ok = self.pieces(i, buf, |bytes, _| {
+            whole.extend_from_slice(bytes);
+            true
+        });
+        *buf = whole;
+        ok
+    }
+
+    /// Gives each packet in `bytes`, the file's bytes from offset `start`
+    /// (a piece of a run of an indexed file), to `each`; false (and possibly
+    /// some packets given) if the bytes are not whole records ending at
+    /// their end or a record header does not parse: the caller drops what it
+    /// was given and goes on with the ordinary reader.
     #[inline]
-    fn packets(&self, i: usize, bytes: &[u8], mut each: impl FnMut(RunPacket<'_>)) -> bool {
+    fn packets(&self, bytes: &[u8], start: u64, mut each: impl FnMut(RunPacket<'_>)) -> bool {
         const HDR: usize = pcap::RECORD_HEADER_LEN;
-        let start = self.span(i).start;
         let mut o = if start == 0 { pcap::FILE_HEADER_LEN } else { 0 };
         while o < bytes.len() {
             let Some(r) = self.header_at(bytes, o, start) else {
@@ -521,7 +542,7 @@ mod tests {
             assert_eq!(span.start, at);
             at = span.end;
             assert!(runs.read(i, &mut buf));
-            assert!(runs.packets(i, &buf, |p| {
+            assert!(runs.packets(&buf, span.start, |p| {
                 assert_eq!(p.ts_ns, 1_000 + seen * 10);
                 assert_eq!(p.data.len(), p.orig_len as usize);
                 assert!(p.data.iter().all(|&b| b == seen as u8));
@@ -541,12 +562,12 @@ mod tests {
         assert!(runs.read(1, &mut buf));
         let n = buf.len();
         // The last record cut, a piece of a header after it, a bad header.
-        assert!(!runs.packets(1, &buf[..n - 1], |_| {}));
+        assert!(!runs.packets(&buf[..n - 1], runs.span(1).start, |_| {}));
         buf.extend_from_slice(&[0; 5]);
-        assert!(!runs.packets(1, &buf, |_| {}));
+        assert!(!runs.packets(&buf, runs.span(1).start, |_| {}));
         buf.truncate(n);
         buf[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(!runs.packets(1, &buf, |_| {}));
+        assert!(!runs.packets(&buf, runs.span(1).start, |_| {}));
         // A byte changed: the chunk's checksum no longer matches.
         let mut bytes = std::fs::read(&path).unwrap();
         let mid = (runs.span(2).start + runs.span(2).end) / 2;
@@ -571,6 +592,14 @@ mod tests {
         let mut buf = Vec::new();
         assert!(runs.read(1, &mut buf));
         assert_eq!(buf, bytes[span.start as usize..span.end as usize]);
+        // Walked, every packet of the run is given, from a buffer that holds
+        // a piece, not the run.
+        let (mut walked, mut n) = (Vec::new(), 0);
+        assert_eq!(runs.walk(1, &mut walked, |_| n += 1), Some(span.clone()));
+        assert!(walked.capacity() <= PIECE, "{}", walked.capacity());
+        let mut whole = 0;
+        assert!(runs.packets(&buf, span.start, |_| whole += 1));
+        assert_eq!(n, whole);
         // A byte changed in the run's first, a middle or its last piece: the
         // run is refused, the runs before it are not.
         let bad = tmp.path().join("bad.pcap");
