@@ -310,11 +310,10 @@ impl Runs {
         &self,
         i: usize,
         buf: &mut Vec<u8>,
-        each: impl FnMut(RunPacket<'_>),
+        mut each: impl FnMut(RunPacket<'_>),
     ) -> Option<Range<u64>> {
         match self.layout {
             Layout::Indexed { .. } => {
-                let mut each = each;
                 let whole = self.pieces(i, buf, |bytes, base| self.packets(bytes, base, &mut each));
                 whole.then(|| self.span(i))
             }
@@ -407,8 +406,9 @@ impl Runs {
         // chunks end where a record does; a run whose pieces do not is
         // refused by `packets`, and read by the ordinary reader).
         let chunks = &entries[runs[i].clone()];
-        buf.clear();
-        buf.reserve(PIECE);
+        // Room for a piece, without clearing: `resize` then writes zeros
+        // only where the buffer grows, not over every run's first piece.
+        buf.reserve(PIECE.saturating_sub(buf.len()));
         let (mut at, mut k) = (0u64, 0);
         while k < chunks.len() {
             let (first, mut len) = (k, 0usize);

@@ -5,9 +5,9 @@
 //! rounds 16-18: the whole command within 1.5x of `cat` of the file). Two
 //! threads copying halves of the file go faster than one, but bytes one
 //! core read cost the other as much to take over as to read them itself
-//! (rounds 7, 8, 16, 17). So a helper thread here reads every other run
-//! ([`trace::runs::Runs`], [`RUN_BYTES`]: whole chunks of the index, or
-//! without one the records that start in 2 MiB of the file), checks its chunks
+//! (rounds 7, 8, 16, 17). So a helper thread here reads two runs of every
+//! three ([`trace::runs::Runs`], [`RUN_BYTES`]: whole chunks of the index,
+//! or without one the records that start in 2 MiB of the file), checks its chunks
 //! against the index's checksums when there is one, walks its records and
 //! hands over only what the profiler needs of each packet ([`Sliced`]: its
 //! time, length and flow), while this thread does the runs between and
