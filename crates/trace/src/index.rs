@@ -234,6 +234,26 @@ pub fn header(codec: Codec, pcapng: bool) -> [u8; HEADER_LEN] {
 
 /// Parses an index from its bytes; `name` is used in error messages.
 pub fn parse_index(bytes: &[u8], name: &str) -> Result<Index> {
+    let mut index = parse_header(bytes, name)?;
+    let body = &bytes[HEADER_LEN..];
+    let entry_len = entry_len(index.version);
+    let whole = body.len() - body.len() % entry_len;
+    parse_entries(&body[..whole], &mut index, 0, name)?;
+    index.torn = whole < body.len();
+    Ok(index)
+}
+
+/// An entry's length in a layout `version` that [`parse_header`] accepted.
+fn entry_len(version: u16) -> usize {
+    if version == 1 {
+        ENTRY_LEN_V1
+    } else {
+        ENTRY_LEN
+    }
+}
+
+/// The index a header describes, with no entries yet.
+fn parse_header(bytes: &[u8], name: &str) -> Result<Index> {
     let bad = |what: String| Error::Format {
         offset: 0,
         what: format!("{name}: {what}"),
@@ -251,60 +271,112 @@ pub fn parse_index(bytes: &[u8], name: &str) -> Result<Index> {
         )));
     }
     let version = u16::from_le_bytes([h[4], h[5]]);
-    let want_len = match version {
-        1 => ENTRY_LEN_V1,
-        2 => ENTRY_LEN,
-        _ => {
-            return Err(bad(format!(
-                "index version {version} (expected 1 or {VERSION})"
-            )))
-        }
-    };
-    let codec = codec_from_code(h[6]).ok_or_else(|| bad(format!("unknown codec code {}", h[6])))?;
-    let entry_len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
-    if entry_len != want_len {
+    if version != 1 && version != VERSION {
         return Err(bad(format!(
-            "entry size {entry_len} (version {version} has {want_len})"
+            "index version {version} (expected 1 or {VERSION})"
         )));
     }
-    let body = &bytes[HEADER_LEN..];
-    let chunks = body.chunks_exact(entry_len);
-    let torn = !chunks.remainder().is_empty();
-    let mut entries = Vec::with_capacity(body.len() / entry_len);
-    for (i, c) in chunks.enumerate() {
-        let e = if version == 1 {
+    let codec = codec_from_code(h[6]).ok_or_else(|| bad(format!("unknown codec code {}", h[6])))?;
+    let got = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
+    let want = entry_len(version);
+    if got != want {
+        return Err(bad(format!(
+            "entry size {got} (version {version} has {want})"
+        )));
+    }
+    Ok(Index {
+        codec,
+        pcapng: h[7] != 0,
+        entries: Vec::new(),
+        torn: false,
+        version,
+    })
+}
+
+/// Appends the entries of `body`, whole entries of `index`'s layout whose
+/// first is entry `first` of the file, to `index`.
+fn parse_entries(body: &[u8], index: &mut Index, first: usize, name: &str) -> Result<()> {
+    let entry_len = entry_len(index.version);
+    for (i, c) in body.chunks_exact(entry_len).enumerate() {
+        let e = if index.version == 1 {
             c.try_into().ok().map(IndexEntry::from_v1)
         } else {
             c.try_into().ok().and_then(IndexEntry::from_bytes)
         };
         match e {
-            Some(e) => entries.push(e),
+            Some(e) => index.entries.push(e),
             None => {
+                let i = first + i;
                 return Err(Error::Format {
                     offset: (HEADER_LEN + i * entry_len) as u64,
                     what: format!("{name}: entry {i} fails its checksum"),
-                })
+                });
             }
         }
     }
-    Ok(Index {
-        codec,
-        pcapng: h[7] != 0,
-        entries,
-        torn,
-        version,
-    })
+    Ok(())
 }
 
 /// Reads the index at `path` (the sidecar itself, see [`index_path`]).
 /// A torn last entry, left by a crash during its append, is ignored.
+///
+/// The file is read [`READ_BLOCK`] entries at a time into one small
+/// buffer, not whole: a 1.6 GB trace has a 3.2 MB index, and on a virtual
+/// machine whose page faults are dear, reading it into fresh memory before
+/// parsing it cost a millisecond and a half of `profile -r`'s start
+/// (bench/profile-throughput.md, round 22).
 pub fn read_index(path: &Path) -> Result<Index> {
-    let mut f =
-        File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    parse_index(&bytes, &path.display().to_string())
+    let name = path.display().to_string();
+    let io = |e| Error::io(format!("reading {name}"), e);
+    let mut f = File::open(path).map_err(|e| Error::io(format!("opening {name}"), e))?;
+    let mut head = [0u8; HEADER_LEN];
+    let got = read_full(&mut f, &mut head).map_err(io)?;
+    let mut index = parse_header(&head[..got], &name)?;
+    let entry_len = entry_len(index.version);
+    // The file's length is a hint only: a writer may be appending to it.
+    let hint = f
+        .metadata()
+        .map_or(0, |m| m.len())
+        .saturating_sub(HEADER_LEN as u64);
+    index
+        .entries
+        .reserve((hint / entry_len as u64).min(1 << 24) as usize);
+    let mut buf = vec![0u8; READ_BLOCK * entry_len];
+    let (mut held, mut first) = (0, 0);
+    loop {
+        // The buffer holds a multiple of an entry and less than one is
+        // left over, so there is always room.
+        let want = buf.len() - held;
+        let got = read_full(&mut f, &mut buf[held..]).map_err(io)?;
+        held += got;
+        let whole = held - held % entry_len;
+        parse_entries(&buf[..whole], &mut index, first, &name)?;
+        first += whole / entry_len;
+        buf.copy_within(whole..held, 0);
+        held -= whole;
+        if got < want {
+            break; // the file's end
+        }
+    }
+    index.torn = held > 0;
+    Ok(index)
+}
+
+/// Entries [`read_index`] reads at a time.
+const READ_BLOCK: usize = 1024;
+
+/// Reads until `buf` is full or the file ends; how many bytes were read.
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Appends entries to a sidecar, one unbuffered write each, so that an entry
@@ -414,6 +486,71 @@ mod tests {
             bad[byte] ^= 0x10;
             let err = parse_index(&bad, "t").unwrap_err().to_string();
             assert!(err.contains("entry 0 fails its checksum"), "{byte}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_file_read_a_block_at_a_time_is_what_its_bytes_parse_to() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.kidx");
+        let entry = |i: u64| IndexEntry {
+            comp_offset: 24 + i * 1000,
+            comp_len: 1000,
+            decomp_offset: 24 + i * 1000,
+            decomp_len: 1000,
+            first_ts: i,
+            last_ts: i + 1,
+            packets: 2,
+            flags: FLAG_RAW,
+            crc: Some(i as u32),
+        };
+        // Around the reads' block: none, one, a block less one, a block, a
+        // block and one, several; each whole and with a torn tail.
+        for n in [
+            0,
+            1,
+            READ_BLOCK - 1,
+            READ_BLOCK,
+            READ_BLOCK + 1,
+            2 * READ_BLOCK + 500,
+        ] {
+            for torn in [0, 1, 30, ENTRY_LEN - 1] {
+                let mut b = header(Codec::None, false).to_vec();
+                for i in 0..n {
+                    b.extend_from_slice(&entry(i as u64).to_bytes());
+                }
+                b.extend_from_slice(&entry(n as u64).to_bytes()[..torn]);
+                std::fs::write(&path, &b).unwrap();
+                let read = read_index(&path).unwrap();
+                let parsed = parse_index(&b, "t").unwrap();
+                assert_eq!(read.entries.len(), n, "{n} {torn}");
+                assert_eq!(read.entries, parsed.entries, "{n} {torn}");
+                assert_eq!(read.torn, torn > 0, "{n} {torn}");
+                assert_eq!(read.codec, Codec::None);
+                if n > READ_BLOCK {
+                    // An entry in a later block that fails its checksum is
+                    // named, with its offset, as the whole parse names it.
+                    let at = HEADER_LEN + READ_BLOCK * ENTRY_LEN + 9;
+                    b[at] ^= 1;
+                    std::fs::write(&path, &b).unwrap();
+                    let want = parse_index(&b, "t").unwrap_err();
+                    let got = read_index(&path).unwrap_err();
+                    let msg = format!("entry {READ_BLOCK} fails its checksum");
+                    assert!(got.to_string().contains(&msg), "{got}");
+                    assert!(want.to_string().contains(&msg), "{want}");
+                    let off = |e: &Error| match e {
+                        Error::Format { offset, .. } => *offset,
+                        other => panic!("{other}"),
+                    };
+                    assert_eq!(off(&got), off(&want));
+                }
+            }
+        }
+        // A header cut short, or none at all.
+        for cut in [0, 4, HEADER_LEN - 1] {
+            std::fs::write(&path, &header(Codec::None, false)[..cut]).unwrap();
+            let err = read_index(&path).unwrap_err().to_string();
+            assert!(err.contains("index header cut short"), "{cut}: {err}");
         }
     }
 

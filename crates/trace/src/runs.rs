@@ -183,7 +183,7 @@ impl Runs {
             });
         };
         let Checked {
-            entries,
+            whole,
             end,
             closed,
             past_end,
@@ -194,6 +194,8 @@ impl Runs {
             .entries
             .last()
             .is_some_and(|e| e.is_end() && e.comp_len == 0);
+        let mut entries = index.entries;
+        entries.truncate(whole);
         let whole = closed && empty_end && !past_end && end == len;
         let plain = entries
             .iter()

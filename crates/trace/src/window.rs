@@ -47,8 +47,10 @@ use crate::read::{Checks, TraceReader};
 
 /// The entries of an index that the file bears out.
 pub(crate) struct Checked {
-    /// Chunks that lie whole inside the file, in order (no end entry).
-    pub(crate) entries: Vec<IndexEntry>,
+    /// How many of the index's entries, from its first, are chunks that
+    /// lie whole inside the file (no end entry). A count, not a copy: a
+    /// big trace's index is megabytes, and fresh memory is dear.
+    pub(crate) whole: usize,
     /// Where the last of them (or the end entry) ends in the file.
     pub(crate) end: u64,
     /// The index ends with an end entry: the file was closed.
@@ -90,7 +92,7 @@ pub(crate) fn check_index(
     file_len: u64,
     lz4_sums: bool,
 ) -> std::result::Result<Checked, String> {
-    let mut entries = Vec::with_capacity(index.entries.len());
+    let mut whole = 0;
     let (mut comp_end, mut decomp_end) = (None::<u64>, 0u64);
     let mut closed = false;
     let mut past_end = false;
@@ -196,10 +198,10 @@ pub(crate) fn check_index(
             .map_err(|why| format!("entry {i}: at file offset {}, {why}", e.comp_offset))?;
         comp_end = Some(end);
         decomp_end = e.decomp_offset + e.decomp_len;
-        entries.push(*e);
+        whole = i + 1;
     }
     Ok(Checked {
-        entries,
+        whole,
         end: comp_end.unwrap_or(0),
         closed,
         past_end,
@@ -345,7 +347,7 @@ pub fn open_window_with(
         && file.read_exact_at(&mut flg, FLG_OFFSET).is_ok()
         && flg[0] & FLG_BLOCK_CHECKSUM != 0;
     let Checked {
-        entries,
+        whole,
         end: indexed_end,
         closed,
         past_end,
@@ -353,6 +355,7 @@ pub fn open_window_with(
         Ok(c) => c,
         Err(why) => return full(Some(format!("{}: {why}", ipath.display()))),
     };
+    let entries = &index.entries[..whole];
     if entries.is_empty() {
         // Nothing indexed is in the file: a full read is the same thing.
         return full(None);
