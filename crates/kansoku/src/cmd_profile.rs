@@ -41,6 +41,26 @@ fn file_seed(path: &std::path::Path) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Whether `profile -r` counts on a thread of its own
+/// ([`ProfilerConfig::tree_thread`]), given whether the file is read on two
+/// threads (`split`) and the 2-D view's size.
+///
+/// A split read keeps both CPUs busy reading already, and a third busy
+/// thread did worse than counting on the reading thread: on this kind of
+/// virtual machine the host's scheduler packs a woken thread onto the CPU
+/// of the thread that woke it, and `perf sched` of a split read with the
+/// counting thread showed a thread waiting to run while the other CPU sat
+/// idle for 19-21 ms of a 150 ms run. Counting on the reading thread
+/// (identical summaries): indexed traces 0.134 against 0.147 s (active
+/// flows) and 0.117 against 0.126 (new flows), the same without an index
+/// (0.129 against 0.132), 0.150 against 0.160 at `-i 10`. The 2-D view
+/// doubles what is counted for each flow, and there the counting thread
+/// still pays: 0.223 against 0.228 s, 0.482 against 0.536 with new flows
+/// (bench/profile-throughput.md, round 22).
+fn tree_thread(split: bool, pairs: usize) -> bool {
+    !split || pairs > 0
+}
+
 /// Where `profile -r` reads its packets from.
 #[allow(clippy::large_enum_variant)] // one, for the whole run
 enum Input {
@@ -145,6 +165,10 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     let mut input = match SplitSource::open(path) {
         Some(s) => Input::Split(s),
         None => Input::Plain(TraceSource::open(path)?),
+    };
+    let cfg = ProfilerConfig {
+        tree_thread: tree_thread(matches!(input, Input::Split(_)), cfg.pairs),
+        ..cfg
     };
     let stages = Stages {
         filter: None,
