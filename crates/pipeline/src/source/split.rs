@@ -5,13 +5,15 @@
 //! rounds 16-18: the whole command within 1.5x of `cat` of the file). Two
 //! threads copying halves of the file go faster than one, but bytes one
 //! core read cost the other as much to take over as to read them itself
-//! (rounds 7, 8, 16, 17). So a helper thread here reads two runs of every
-//! three ([`trace::runs::Runs`], [`RUN_BYTES`]: whole chunks of the index,
-//! or without one the records that start in 2 MiB of the file), checks its chunks
-//! against the index's checksums when there is one, walks its records and
-//! hands over only what the profiler needs of each packet ([`Sliced`]: its
-//! time, length and flow), while this thread does the runs between and
-//! gives the packets to the run's consumer in file order.
+//! (rounds 7, 8, 16, 17). So the file is cut into runs
+//! ([`trace::runs::Runs`], [`RUN_BYTES`]: whole chunks of the index, or
+//! without one the records that start in 2 MiB of the file), and a helper
+//! thread here reads the runs it claims, checks their chunks against the
+//! index's checksums when there is one, walks their records and hands over
+//! only what the profiler needs of each packet ([`Sliced`]: its time, length
+//! and flow), while this thread gives the packets to the run's consumer in
+//! file order and reads a run itself whenever the one it needs next is
+//! not the helper's or not ready ([`Claims`]).
 //!
 //! Nothing changes in what is counted or reported: a run either thread
 //! cannot take whole (a chunk that fails its checksum, a record header that
@@ -25,9 +27,10 @@
 //! [`trace::runs`]); the rest, and standard input, go through
 //! [`TraceSource`].
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -110,18 +113,78 @@ type Span = std::ops::Range<u64>;
 /// taken whole.
 type Taken = Option<(Span, Vec<Sliced>)>;
 
-/// Whether the helper reads run `i`: two of every three. This thread
-/// also gives every packet to the chain, and with one run of two it was the
-/// busiest of the three threads (126 of 280 ms on a CPU; the helper 95, the
-/// counting thread 59) and the bound of the whole command: new flows 0.130
-/// against 0.138 s, active flows the same (bench/profile-throughput.md,
-/// round 21; three of five and four of seven were no faster).
+/// Which thread reads which run.
+///
+/// Runs are claimed in file order from one counter. The helper claims the
+/// next each time it is ready for one; this thread, which also gives every
+/// packet to the chain (and counts them, in `profile -r`), claims the run it
+/// must give out next if the helper has not, and while the helper's run is
+/// not ready yet it claims and reads the next unclaimed one instead of
+/// waiting. So whichever thread has time reads: with a fixed share (two runs
+/// of three to the helper) the helper ran out of runs at 105 ms of a 134 ms
+/// run of the active-flows trace and this thread went on alone, 128 ms on a
+/// CPU against the helper's 90 (bench/profile-throughput.md, round 22).
+struct Claims {
+    /// The first run nobody has claimed.
+    next: AtomicUsize,
+    /// Tests: the helper reads two runs of every three ([`helpers`]) and
+    /// this thread the rest, whatever their speeds, so that a test can put a
+    /// bad run in either thread's hands.
+    fixed: bool,
+    /// Tests: the helper waits this long after each claim.
+    #[cfg(test)]
+    pause: std::time::Duration,
+}
+
+impl Claims {
+    /// Run 0 is read before the helper starts.
+    fn new(fixed: bool) -> Claims {
+        Claims {
+            next: AtomicUsize::new(1),
+            fixed,
+            #[cfg(test)]
+            pause: std::time::Duration::ZERO,
+        }
+    }
+
+    /// The helper's next run after `last`, of `len`.
+    fn helper(&self, last: usize, len: usize) -> Option<usize> {
+        if self.fixed {
+            return (last + 1..len).find(|&i| helpers(i));
+        }
+        let i = self.next.fetch_add(1, Ordering::AcqRel);
+        (i < len).then_some(i)
+    }
+
+    /// Claims run `i`, the next to give out, for this thread; false when the
+    /// helper has it.
+    fn claim(&self, i: usize) -> bool {
+        if self.fixed {
+            return !helpers(i);
+        }
+        self.next
+            .compare_exchange(i, i + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// A run for this thread to read while it waits for the helper's, of
+    /// `len`.
+    fn ahead(&self, len: usize) -> Option<usize> {
+        if self.fixed {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::AcqRel);
+        (i < len).then_some(i)
+    }
+}
+
+/// Whether the helper reads run `i` when the share is fixed (tests).
 fn helpers(i: usize) -> bool {
     !i.is_multiple_of(3)
 }
 
-/// The helper thread: it reads its runs in order, at most [`AHEAD`] ahead
-/// of this thread's taking them.
+/// The helper thread: it reads the runs it claims, in order, at most
+/// [`AHEAD`] ahead of this thread's taking them.
 struct Helper {
     rx: Option<Receiver<(usize, Taken)>>,
     /// Vectors handed back to be filled again.
@@ -131,7 +194,7 @@ struct Helper {
 }
 
 impl Helper {
-    fn start(runs: Arc<Runs>) -> std::io::Result<Helper> {
+    fn start(runs: Arc<Runs>, claims: Arc<Claims>) -> std::io::Result<Helper> {
         let (tx, rx) = sync_channel(AHEAD);
         let (back, spare) = sync_channel::<Vec<Sliced>>(AHEAD + 2);
         let stop = Arc::new(AtomicBool::new(false));
@@ -140,7 +203,11 @@ impl Helper {
             .name("kansoku-read".into())
             .spawn(move || {
                 let mut buf = Vec::new();
-                for i in (0..runs.len()).filter(|&i| helpers(i)) {
+                let mut last = 0;
+                while let Some(i) = claims.helper(last, runs.len()) {
+                    last = i;
+                    #[cfg(test)]
+                    std::thread::sleep(claims.pause);
                     if halt.load(Ordering::Relaxed) {
                         break;
                     }
@@ -186,6 +253,12 @@ pub struct SplitSource {
     at: usize,
     next_run: usize,
     helper: Option<Helper>,
+    claims: Arc<Claims>,
+    /// Runs this thread read ahead while it waited for the helper's, in
+    /// order.
+    mine: VecDeque<(usize, Taken)>,
+    /// Runs this thread read.
+    read_here: usize,
     /// Whether chunks are checked against the index.
     verify: bool,
     /// Whether `cur` came from the helper (it goes back to it).
@@ -216,14 +289,25 @@ impl SplitSource {
         if runs.file_len() < MIN_SPLIT_BYTES {
             return None;
         }
-        SplitSource::start(path, runs, verify, MIN_SPLIT_RECORD)
+        SplitSource::start(path, runs, verify, MIN_SPLIT_RECORD, Claims::new(false))
     }
 
     /// [`open`](Self::open) with runs of `run_bytes`, whatever the file's
     /// size and records and the CPUs; its chunks checked against the index
     /// (`verify`) or not, whatever `--no-verify` said.
     pub fn with_runs(path: &Path, run_bytes: u64, verify: bool) -> Option<SplitSource> {
-        SplitSource::start(path, Runs::plan(path, verify, run_bytes)?, verify, 0)
+        SplitSource::with_claims(path, run_bytes, verify, Claims::new(false))
+    }
+
+    /// [`with_runs`](Self::with_runs) with the helper reading two runs of
+    /// every three and this thread the rest ([`Claims::fixed`]).
+    #[cfg(test)]
+    fn with_fixed_runs(path: &Path, run_bytes: u64, verify: bool) -> Option<SplitSource> {
+        SplitSource::with_claims(path, run_bytes, verify, Claims::new(true))
+    }
+
+    fn with_claims(path: &Path, run_bytes: u64, verify: bool, c: Claims) -> Option<SplitSource> {
+        SplitSource::start(path, Runs::plan(path, verify, run_bytes)?, verify, 0, c)
     }
 
     /// Starts the split read, unless the file's records (as the index
@@ -231,7 +315,13 @@ impl SplitSource {
     /// `min_record` on average: a capture cut to its headers is not bound by
     /// its reading, and the helper would only take the counting thread's
     /// core.
-    fn start(path: &Path, runs: Runs, verify: bool, min_record: u64) -> Option<SplitSource> {
+    fn start(
+        path: &Path,
+        runs: Runs,
+        verify: bool,
+        min_record: u64,
+        claims: Claims,
+    ) -> Option<SplitSource> {
         // A run of a chunk far longer than the runs asked for (the index
         // allows 64 MiB) would hold millions of packets in each of the
         // vectors in flight.
@@ -252,7 +342,8 @@ impl SplitSource {
             return None;
         }
         let runs = Arc::new(runs);
-        let helper = Helper::start(Arc::clone(&runs)).ok()?;
+        let claims = Arc::new(claims);
+        let helper = Helper::start(Arc::clone(&runs), Arc::clone(&claims)).ok()?;
         Some(SplitSource {
             runs,
             path: path.to_path_buf(),
@@ -262,6 +353,9 @@ impl SplitSource {
             at: 0,
             next_run: 1,
             helper: Some(helper),
+            claims,
+            mine: VecDeque::new(),
+            read_here: 0,
             verify,
             cur_helpers: false,
             spare: Vec::new(),
@@ -328,6 +422,7 @@ impl SplitSource {
     /// the ordinary reader.
     fn take_over(&mut self) -> Result<()> {
         self.helper = None;
+        self.mine.clear();
         let mut rest = TraceSource::open_verify(&self.path, self.verify)?;
         rest.skip_to(self.position)?;
         self.fallback = Some(rest);
@@ -337,20 +432,53 @@ impl SplitSource {
     /// Run `i`'s packets (`None`: it cannot be taken whole), and whether
     /// the helper read it.
     fn take_run(&mut self, i: usize) -> (Taken, bool) {
-        match self.helper.as_ref().filter(|_| helpers(i)) {
-            Some(h) => match h.rx.as_ref().map(Receiver::recv) {
-                Some(Ok((j, got))) => (got.filter(|_| j == i), true),
-                _ => (None, true),
-            },
-            None => {
-                let mut out = self.spare.pop().unwrap_or_default();
-                match slice_run(&self.runs, i, &mut self.buf, &mut out) {
-                    Some(span) => (Some((span, out)), false),
-                    None => {
-                        self.spare.push(out);
-                        (None, false)
+        if self.mine.front().is_some_and(|(j, _)| *j == i) {
+            return (self.mine.pop_front().and_then(|(_, got)| got), false);
+        }
+        loop {
+            let Some(rx) = self.helper.as_ref().and_then(|h| h.rx.as_ref()) else {
+                return (self.slice(i), false);
+            };
+            if self.claims.claim(i) {
+                return (self.slice(i), false);
+            }
+            // The helper's: the next it gives, as it claims in order and
+            // every run before this one has been taken.
+            let got = match rx.try_recv() {
+                Ok(got) => Some(got),
+                Err(TryRecvError::Disconnected) => None,
+                Err(TryRecvError::Empty) => {
+                    // Not ready: read one ahead meanwhile, unless one that
+                    // cannot be taken whole is already waiting (the split
+                    // ends there) or enough are.
+                    let room = self.mine.len() < AHEAD
+                        && self.mine.back().is_none_or(|(_, got)| got.is_some());
+                    match room.then(|| self.claims.ahead(self.runs.len())).flatten() {
+                        Some(j) => {
+                            let got = self.slice(j);
+                            self.mine.push_back((j, got));
+                            continue;
+                        }
+                        None => rx.recv().ok(),
                     }
                 }
+            };
+            return match got {
+                Some((j, got)) => (got.filter(|_| j == i), true),
+                None => (None, true),
+            };
+        }
+    }
+
+    /// Reads run `i` on this thread.
+    fn slice(&mut self, i: usize) -> Taken {
+        self.read_here += 1;
+        let mut out = self.spare.pop().unwrap_or_default();
+        match slice_run(&self.runs, i, &mut self.buf, &mut out) {
+            Some(span) => Some((span, out)),
+            None => {
+                self.spare.push(out);
+                None
             }
         }
     }
@@ -497,9 +625,19 @@ mod tests {
     /// The split read and the ordinary one of `path`: the same report and
     /// the same summaries; whether the split fell back.
     fn same_as_ordinary(path: &Path) -> bool {
+        same_as_ordinary_with(path, false)
+    }
+
+    /// [`same_as_ordinary`], the runs claimed as they come or with the
+    /// helper's share `fixed`.
+    fn same_as_ordinary_with(path: &Path, fixed: bool) -> bool {
         let tmp = tempfile::tempdir().unwrap();
         let (a, b) = (tmp.path().join("split"), tmp.path().join("one"));
-        let mut split = SplitSource::with_runs(path, 64 << 10, true).expect("a split read");
+        let mut split = match fixed {
+            true => SplitSource::with_fixed_runs(path, 64 << 10, true),
+            false => SplitSource::with_runs(path, 64 << 10, true),
+        }
+        .expect("a split read");
         let got = profile(&mut split, &a);
         let fell_back = split.fell_back();
         let want = profile(&mut TraceSource::open_verify(path, true).unwrap(), &b);
@@ -531,7 +669,8 @@ mod tests {
         let runs = Runs::plan(&path, true, 64 << 10).unwrap();
         let clean = std::fs::read(&path).unwrap();
         // A byte inside one of this thread's runs, then one of the
-        // helper's, then the last run.
+        // helper's (with the share fixed), then the last run; and each with
+        // the runs claimed as they come.
         let mine = (10..).find(|&r| !helpers(r)).unwrap();
         let its = (20..).find(|&r| helpers(r)).unwrap();
         for r in [mine, its, runs.len() - 1] {
@@ -539,16 +678,81 @@ mod tests {
             let mut bytes = clean.clone();
             bytes[(span.start + span.end) as usize / 2] ^= 0x40;
             std::fs::write(&path, &bytes).unwrap();
-            assert!(
-                same_as_ordinary(&path),
-                "run {r}: the split did not fall back"
-            );
+            for fixed in [true, false] {
+                assert!(
+                    same_as_ordinary_with(&path, fixed),
+                    "run {r} ({fixed}): the split did not fall back"
+                );
+            }
             let (report, _) = profile(
                 &mut SplitSource::with_runs(&path, 64 << 10, true).unwrap(),
                 &tmp.path().join(format!("r{r}")),
             );
             assert!(report.contains("checksum"), "run {r}: {report}");
         }
+    }
+
+    #[test]
+    fn runs_are_claimed_in_order_by_whichever_thread_is_ready() {
+        let c = Claims::new(false);
+        // The helper takes runs 1 and 2; this thread, wanting run 1, finds
+        // it taken, reads run 3 while it waits, and takes run 4 itself when
+        // it wants it before the helper does.
+        assert_eq!(c.helper(0, 10), Some(1));
+        assert_eq!(c.helper(1, 10), Some(2));
+        assert!(!c.claim(1));
+        assert_eq!(c.ahead(10), Some(3));
+        assert!(!c.claim(2));
+        assert!(c.claim(4));
+        assert_eq!(c.helper(2, 10), Some(5));
+        // Past the last run neither gets one, however often they ask.
+        for _ in 0..10 {
+            c.helper(0, 10);
+        }
+        assert_eq!(c.helper(0, 10), None);
+        assert_eq!(c.ahead(10), None);
+        // Fixed: the helper two of three in order, this thread the rest,
+        // and never ahead.
+        let f = Claims::new(true);
+        assert_eq!(f.helper(0, 10), Some(1));
+        assert_eq!(f.helper(2, 10), Some(4));
+        assert!(f.claim(3) && !f.claim(4));
+        assert_eq!(f.ahead(10), None);
+        assert_eq!(f.helper(8, 9), None);
+    }
+
+    #[test]
+    fn a_slow_helper_leaves_its_runs_to_this_thread() {
+        // A helper that takes 20 ms over each run: this thread reads the
+        // runs between while it waits for the helper's, and the read is the
+        // one reader's. With the share fixed, this thread reads its third.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcap");
+        write_trace(&path, 8_000);
+        let mut claims = Claims::new(false);
+        claims.pause = std::time::Duration::from_millis(20);
+        let runs = Runs::plan(&path, true, 64 << 10).unwrap();
+        let n = runs.len();
+        let mut split = SplitSource::start(&path, runs, true, 0, claims).unwrap();
+        let got = profile(&mut split, &tmp.path().join("a"));
+        assert!(!split.fell_back());
+        assert!(
+            split.read_here > n / 2,
+            "{} of {n} runs here",
+            split.read_here
+        );
+        let want = profile(
+            &mut TraceSource::open_verify(&path, true).unwrap(),
+            &tmp.path().join("b"),
+        );
+        assert_eq!(got, want);
+        let mut split = SplitSource::with_fixed_runs(&path, 64 << 10, true).unwrap();
+        assert_eq!(profile(&mut split, &tmp.path().join("c")), want);
+        assert_eq!(
+            split.read_here,
+            n.div_ceil(3) - 1,
+            "run 0 is read at the start"
+        );
     }
 
     #[test]
@@ -627,7 +831,12 @@ mod tests {
             let mut bytes = clean.clone();
             bytes[at[r] + 8..at[r] + 12].copy_from_slice(&u32::MAX.to_le_bytes());
             std::fs::write(&path, &bytes).unwrap();
-            assert!(same_as_ordinary(&path), "record {r}: no fall back");
+            for fixed in [true, false] {
+                assert!(
+                    same_as_ordinary_with(&path, fixed),
+                    "record {r} ({fixed}): no fall back"
+                );
+            }
             let (report, _) = profile(
                 &mut SplitSource::with_runs(&path, 64 << 10, true).unwrap(),
                 &tmp.path().join(format!("r{r}")),
