@@ -17,7 +17,8 @@
 #    of traces cached) on a trace of 2,000,000
 #    frames from 16,384 active flows (`synth --flows`, heavy-tailed flow lengths, the realistic case) and one
 #    where every frame is a new flow. kansoku reads each trace as `synth` wrote it (with its index: chunks
-#    checked) and as tcpdump would have (a hard link without the index: no checksums to check).
+#    checked) and as tcpdump would have (a hard link without the index: no checksums to check), and both as pcapng
+#    without an index, as dumpcap and tshark write them.
 # Results go to standard output as markdown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -131,4 +132,23 @@ for t in flows new; do
     name=$([ $t = flows ] && echo "2M frames, 16,384 active flows" || echo "2M frames, every one a new flow")
     printf '| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1fx (%.1fx) | %.1fx |\n' "$name" "$k" "$kp" "$k2" "$a2" "$a3" \
         "$(echo "$a2 / $k" | bc -l)" "$(echo "$a2 / $kp" | bc -l)" "$(echo "$a3 / $k" | bc -l)"
+done
+echo
+echo "The same traces as pcapng without an index, as dumpcap and tshark write them (kansoku read -w, the index removed):"
+echo
+echo "| trace | kansoku profile -i 60 | aguri2 -s 60 | aguri2 / kansoku |"
+echo "|---|---:|---:|---:|"
+for t in flows new; do
+    ng=$work/$t.pcapng
+    $K read -r "$work/$t.pcap" -w "$ng" 2>/dev/null
+    rm -f "$ng.kidx"
+    : > "$work/kn.t"; : > "$work/an.t"
+    for r in $(seq "$ROUNDS"); do
+        secs "$ng" $K profile -r "$ng" -i 60 -w /dev/null >> "$work/kn.t"
+        secs "$ng" "$AGURI2" -r "$ng" -s 60 -w /dev/null >> "$work/an.t"
+    done
+    kn=$(median < "$work/kn.t"); an=$(median < "$work/an.t")
+    name=$([ $t = flows ] && echo "2M frames, 16,384 active flows" || echo "2M frames, every one a new flow")
+    printf '| %s | %.2f | %.2f | %.1fx |\n' "$name" "$kn" "$an" "$(echo "$an / $kn" | bc -l)"
+    rm -f "$ng"
 done

@@ -160,8 +160,8 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
             "give a trace with -r or summaries with --merge",
         ));
     };
-    // A plain pcap file (indexed or not) is read on two threads, the rest
-    // on one.
+    // An uncompressed pcap file (indexed or not) or pcapng file (not
+    // indexed) is read on two threads, the rest on one.
     let mut input = match SplitSource::open(path) {
         Some(s) => Input::Split(s),
         None => Input::Plain(TraceSource::open(path)?),

@@ -1,4 +1,4 @@
-//! A plain pcap file read as runs, each of which can be read, checked and
+//! An uncompressed pcap or pcapng file read as runs, each of which can be read, checked and
 //! walked on its own, on any thread: what lets two threads share the
 //! reading of one file (the profiler's `pipeline::SplitSource`).
 //!
@@ -8,9 +8,15 @@
 //! without an index (what tcpdump and most tools write) is cut into runs of
 //! a fixed length, each holding the records that start in it: a run's first
 //! record is found by its headers ([`resync`]), and the last one is read to
-//! its end, past the run's. Anything else (compressed, pcapng, an index
-//! the file does not bear out) is read by [`TraceReader`] as before
-//! (`Runs::plan` returns `None`).
+//! its end, past the run's. A pcapng file without an index (what dumpcap
+//! and tshark write) is cut the same way into runs of enhanced packet
+//! blocks, found by their lengths, which each block gives at both ends; its
+//! first section's header and interfaces must come before its first other
+//! block, and a run with any block but an enhanced packet block without
+//! options (another section or interface, statistics, a simple packet) is
+//! left to the ordinary reader. Anything else (compressed, an indexed
+//! pcapng, an index the file does not bear out) is read by [`TraceReader`]
+//! as before (`Runs::plan` returns `None`).
 //!
 //! Nothing here is trusted that the ordinary reader would check. A run's
 //! chunks are compared with their checksums (when reads verify and the
@@ -36,10 +42,12 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::format::pcap::{self, FileHeader, FileHeaderRepr, RecordHeader, RecordRepr};
-use crate::format::Codec;
+use crate::format::pcapng::{self, PacketRepr, BLOCK_HEADER_LEN, BT_EPB, BT_IDB, BT_SHB};
+use crate::format::{get_u32, Codec};
 use crate::index::{index_path, read_index, IndexEntry};
 use crate::record::TsResolution;
 use crate::window::{check_index, Checked};
+use wire::LinkType;
 
 /// How the file is cut into runs.
 enum Layout {
@@ -57,9 +65,29 @@ enum Layout {
 /// The runs of a file, and what reading one needs.
 pub struct Runs {
     file: File,
-    header: FileHeaderRepr,
+    format: Format,
     layout: Layout,
     len: u64,
+}
+
+/// The file's format, as its runs read it.
+enum Format {
+    Pcap(FileHeaderRepr),
+    /// Only without an index (a pcapng file kansoku wrote is read by the
+    /// ordinary reader, which checks its chunks).
+    Pcapng(Section),
+}
+
+/// What walking a pcapng file's packets needs of its first section, whose
+/// header and interfaces come before its first other block.
+struct Section {
+    big_endian: bool,
+    /// Each interface's link type and timestamp resolution.
+    interfaces: Vec<(LinkType, TsResolution)>,
+    /// Interface 0's snap length, as the reader bounds a packet with it.
+    if0_snaplen: u32,
+    /// Where the first block after the interfaces starts.
+    first: usize,
 }
 
 /// One packet of a run.
@@ -68,6 +96,191 @@ pub struct RunPacket<'a> {
     pub ts_ns: u64,
     pub orig_len: u32,
     pub data: &'a [u8],
+    pub link: LinkType,
+}
+
+/// How a run without an index is walked: pcap records or pcapng blocks.
+trait Records {
+    /// What a record's first bytes say.
+    type Head;
+    /// Bytes that give a record's length.
+    const HEAD: usize;
+    /// Where the first record after the file's header starts.
+    fn first(&self) -> usize;
+    /// The length of the record at `bytes` (at least [`Self::HEAD`] bytes,
+    /// the file from offset `at`), and what its head says; `None` where the
+    /// reader would refuse it or it is not for a run.
+    fn head(&self, bytes: &[u8], at: u64) -> Option<(usize, Self::Head)>;
+    /// The packet of the whole record `rec`, at offset `at`; `None` as
+    /// for [`Records::head`].
+    fn packet<'a>(&self, head: &Self::Head, rec: &'a [u8], at: u64) -> Option<RunPacket<'a>>;
+    /// The first offset under `before` in `bytes` where a record can
+    /// start; `at_end`: `bytes` end where the file does.
+    fn resync(&self, bytes: &[u8], before: usize, at_end: bool) -> Option<usize>;
+}
+
+impl Records for FileHeaderRepr {
+    type Head = RecordRepr;
+    const HEAD: usize = pcap::RECORD_HEADER_LEN;
+
+    fn first(&self) -> usize {
+        pcap::FILE_HEADER_LEN
+    }
+
+    #[inline(always)]
+    fn head(&self, bytes: &[u8], at: u64) -> Option<(usize, RecordRepr)> {
+        let hdr = RecordHeader::new_unchecked(bytes.get(..Self::HEAD)?);
+        let r = RecordRepr::parse(&hdr, self.big_endian, at).ok()?;
+        Some((Self::HEAD + r.caplen as usize, r))
+    }
+
+    #[inline(always)]
+    fn packet<'a>(&self, r: &RecordRepr, rec: &'a [u8], _: u64) -> Option<RunPacket<'a>> {
+        let res = if self.nanos {
+            TsResolution::NANO
+        } else {
+            TsResolution::MICRO
+        };
+        Some(RunPacket {
+            ts_ns: res.ticks_to_nanos(r.ticks(self.nanos)),
+            orig_len: r.orig_len,
+            data: rec.get(Self::HEAD..)?,
+            link: self.link_type,
+        })
+    }
+
+    fn resync(&self, bytes: &[u8], before: usize, at_end: bool) -> Option<usize> {
+        resync(bytes, before, at_end, self.big_endian, self.nanos)
+    }
+}
+
+/// An enhanced packet block's fixed part: its header, interface, time,
+/// captured and original lengths.
+const EPB_FIXED: usize = BLOCK_HEADER_LEN + 20;
+
+impl Records for Section {
+    type Head = ();
+    const HEAD: usize = BLOCK_HEADER_LEN;
+
+    fn first(&self) -> usize {
+        self.first
+    }
+
+    /// Enhanced packet blocks only: a block of any other kind (a new section
+    /// or interface, statistics, names, a simple packet without a time) is
+    /// left to the ordinary reader, which reads it as it always does.
+    #[inline(always)]
+    fn head(&self, bytes: &[u8], at: u64) -> Option<(usize, ())> {
+        let be = self.big_endian;
+        if get_u32(bytes, 0, be) != BT_EPB {
+            return None;
+        }
+        let total = pcapng::check_total_len(get_u32(bytes, 4, be), at).ok()?;
+        Some((total, ()))
+    }
+
+    #[inline(always)]
+    fn packet<'a>(&self, _: &(), rec: &'a [u8], at: u64) -> Option<RunPacket<'a>> {
+        let be = self.big_endian;
+        let total = rec.len();
+        if get_u32(rec, total - 4, be) as usize != total {
+            return None;
+        }
+        let body = rec.get(BLOCK_HEADER_LEN..total - 4)?;
+        let p = PacketRepr::parse(BT_EPB, body, be, at, self.if0_snaplen).ok()?;
+        // The reader parses a packet's options and may refuse them; here
+        // they would only cost the walk, and a packet with options is
+        // left to the reader.
+        if !p.options.is_empty() {
+            return None;
+        }
+        let &(link, res) = self.interfaces.get(p.interface as usize)?;
+        Some(RunPacket {
+            ts_ns: res.ticks_to_nanos(p.ts),
+            orig_len: p.orig_len,
+            data: body.get(p.data)?,
+            link,
+        })
+    }
+
+    fn resync(&self, bytes: &[u8], before: usize, at_end: bool) -> Option<usize> {
+        (0..before.min(bytes.len())).find(|&o| self.chain_at(bytes, o, at_end))
+    }
+}
+
+impl Section {
+    /// Whether an enhanced packet block can start at `bytes[o..]`, judged
+    /// as [`chain_at`] judges pcap records: it and the [`CHAIN`] - 1 blocks
+    /// after it enhanced packet blocks of a length the reader accepts that
+    /// their trailing length repeats, on an interface of the section, with
+    /// no more bytes captured than sent or than the block holds.
+    fn chain_at(&self, bytes: &[u8], mut o: usize, at_end: bool) -> bool {
+        let be = self.big_endian;
+        for k in 0..CHAIN {
+            if k > 0 && at_end && o == bytes.len() {
+                return true;
+            }
+            let Some(h) = bytes.get(o..o + EPB_FIXED) else {
+                return false;
+            };
+            let total = get_u32(h, 4, be) as usize;
+            let (caplen, orig_len) = (get_u32(h, 20, be), get_u32(h, 24, be));
+            if get_u32(h, 0, be) != BT_EPB
+                || pcapng::check_total_len(total as u32, 0).is_err()
+                || get_u32(h, 8, be) as usize >= self.interfaces.len()
+                || caplen > orig_len
+                || caplen as usize > total.saturating_sub(EPB_FIXED + 4)
+            {
+                return false;
+            }
+            match bytes.get(o + total - 4..o + total) {
+                Some(t) if get_u32(t, 0, be) as usize == total => o += total,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// The first section of a pcapng file whose first bytes are `bytes`:
+    /// its header, then its interfaces; `None` if they do not parse or do
+    /// not end in `bytes`, or there is no interface.
+    fn parse(bytes: &[u8]) -> Option<Section> {
+        let be = pcapng::section_byte_order(bytes)?;
+        let mut o = 0;
+        let block = |o: usize| -> Option<(u32, &[u8], usize)> {
+            let h = bytes.get(o..o + BLOCK_HEADER_LEN)?;
+            let total = pcapng::check_total_len(get_u32(h, 4, be), o as u64).ok()?;
+            let rec = bytes.get(o..o + total)?;
+            (get_u32(rec, total - 4, be) as usize == total)
+                .then(|| (get_u32(h, 0, be), &rec[BLOCK_HEADER_LEN..total - 4], total))
+        };
+        let (t, body, total) = block(o)?;
+        if t != BT_SHB {
+            return None;
+        }
+        pcapng::parse_section(body, be, 0).ok()?;
+        o += total;
+        let mut interfaces = Vec::new();
+        let mut if0_snaplen = 0;
+        loop {
+            let (t, body, total) = block(o)?;
+            if t != BT_IDB {
+                break;
+            }
+            let i = pcapng::parse_interface(body, be, o as u64).ok()?;
+            if interfaces.is_empty() {
+                if0_snaplen = i.snaplen;
+            }
+            interfaces.push((i.link_type, i.tsresol));
+            o += total;
+        }
+        (!interfaces.is_empty()).then_some(Section {
+            big_endian: be,
+            interfaces,
+            if0_snaplen,
+            first: o,
+        })
+    }
 }
 
 /// Bytes of a run read at a time (for an indexed run, whole chunks, or one
@@ -78,6 +291,10 @@ const PIECE: usize = 256 << 10;
 /// Bytes read past a fixed run's end with it, so that its last record
 /// (a full Ethernet frame or less) takes no second read.
 const SLACK: u64 = 2048;
+
+/// The most of a pcapng file's start read for its section's header and
+/// interfaces.
+const SECTION_BYTES: usize = 64 << 10;
 
 /// Records a header found by [`resync`] must lead in a chain.
 const CHAIN: usize = 4;
@@ -169,6 +386,22 @@ impl Runs {
         let len = meta.len();
         let mut head = [0u8; pcap::FILE_HEADER_LEN];
         file.read_exact(&mut head).ok()?;
+        if index.is_none() && get_u32(&head, 0, false) == BT_SHB {
+            // A pcapng file: its section's header and interfaces, which
+            // come first (dumpcap and tshark write them so).
+            let mut start = vec![0u8; (len as usize).min(SECTION_BYTES)];
+            file.read_exact_at(&mut start, 0).ok()?;
+            let section = Section::parse(&start)?;
+            let layout = Layout::Fixed {
+                run_bytes: run_bytes.max(section.first as u64 + 1),
+            };
+            return Some(Runs {
+                file,
+                format: Format::Pcapng(section),
+                layout,
+                len,
+            });
+        }
         // (A compressed file's magic is no pcap magic: the parse refuses it.)
         let header = FileHeaderRepr::parse(&FileHeader::new_unchecked(&head[..])).ok()?;
         let Some(index) = index else {
@@ -177,7 +410,7 @@ impl Runs {
             };
             return Some(Runs {
                 file,
-                header,
+                format: Format::Pcap(header),
                 layout,
                 len,
             });
@@ -218,7 +451,7 @@ impl Runs {
         }
         Some(Runs {
             file,
-            header,
+            format: Format::Pcap(header),
             layout: Layout::Indexed {
                 entries,
                 runs,
@@ -228,9 +461,9 @@ impl Runs {
         })
     }
 
-    /// The file's header.
-    pub fn header(&self) -> &FileHeaderRepr {
-        &self.header
+    /// Whether the file is pcapng.
+    pub fn pcapng(&self) -> bool {
+        matches!(self.format, Format::Pcapng(_))
     }
 
     /// Whether the runs are the index's chunks.
@@ -319,7 +552,10 @@ impl Runs {
                 let whole = self.pieces(i, buf, |bytes, base| self.packets(bytes, base, &mut each));
                 whole.then(|| self.span(i))
             }
-            Layout::Fixed { .. } => self.walk_fixed(i, buf, each),
+            Layout::Fixed { .. } => match &self.format {
+                Format::Pcap(h) => self.walk_fixed(h, i, buf, each),
+                Format::Pcapng(s) => self.walk_fixed(s, i, buf, each),
+            },
         }
     }
 
@@ -327,15 +563,14 @@ impl Runs {
     /// at a time into `buf`, a window that slides along it: a run is longer
     /// than a core's cache, and a buffer of its length is written cold.
     #[inline]
-    fn walk_fixed(
+    fn walk_fixed<R: Records>(
         &self,
+        rec: &R,
         i: usize,
         buf: &mut Vec<u8>,
         mut each: impl FnMut(RunPacket<'_>),
     ) -> Option<Range<u64>> {
-        const HDR: usize = pcap::RECORD_HEADER_LEN;
         let span = self.span(i);
-        let h = &self.header;
         let nominal = (span.end - span.start) as usize;
         // The run's bytes to the file's end, from its start.
         let rest = (self.len - span.start) as usize;
@@ -355,27 +590,28 @@ impl Runs {
         };
         fill(buf, 0, 0)?;
         let mut o = if i == 0 {
-            pcap::FILE_HEADER_LEN
+            rec.first()
         } else {
             // A run's first record starts in its first piece, or the run is
             // left to the ordinary reader (a record over 256 KiB long).
             let at_end = buf.len() == rest;
-            resync(buf, nominal.min(PIECE), at_end, h.big_endian, h.nanos)?
+            rec.resync(buf, nominal.min(PIECE), at_end)?
         };
         // (The first run covers the file's header, as an indexed file's.)
         let first = if i == 0 { 0 } else { span.start + o as u64 };
         while o < nominal {
-            if o + HDR > at + buf.len() {
-                fill(buf, o, o + HDR)?;
+            if o + R::HEAD > at + buf.len() {
+                fill(buf, o, o + R::HEAD)?;
                 at = o;
             }
-            let r = self.header_at(buf, o - at, span.start + at as u64)?;
-            let end = o + HDR + r.caplen as usize;
+            let offset = span.start + o as u64;
+            let (n, head) = rec.head(&buf[o - at..], offset)?;
+            let end = o + n;
             if end > at + buf.len() {
                 fill(buf, o, end)?;
                 at = o;
             }
-            each(self.packet(&r, &buf[o + HDR - at..end - at]));
+            each(rec.packet(&head, &buf[o - at..end - at], offset)?);
             o = end;
         }
         Some(first..span.start + o as u64)
@@ -462,45 +698,22 @@ impl Runs {
     /// was given and goes on with the ordinary reader.
     #[inline]
     fn packets(&self, bytes: &[u8], start: u64, mut each: impl FnMut(RunPacket<'_>)) -> bool {
-        const HDR: usize = pcap::RECORD_HEADER_LEN;
-        let mut o = if start == 0 { pcap::FILE_HEADER_LEN } else { 0 };
+        let Format::Pcap(h) = &self.format else {
+            return false;
+        };
+        let mut o = if start == 0 { h.first() } else { 0 };
         while o < bytes.len() {
-            let Some(r) = self.header_at(bytes, o, start) else {
+            let at = start + o as u64;
+            let Some((n, r)) = h.head(&bytes[o..], at) else {
                 return false;
             };
-            let end = o + HDR + r.caplen as usize;
-            let Some(data) = bytes.get(o + HDR..end) else {
+            let Some(p) = bytes.get(o..o + n).and_then(|rec| h.packet(&r, rec, at)) else {
                 return false;
             };
-            each(self.packet(&r, data));
-            o = end;
+            each(p);
+            o += n;
         }
         true
-    }
-
-    /// The record header at `bytes[o..]`, `bytes` being the file from
-    /// offset `base`, parsed as the reader parses it; `None` if `bytes` end
-    /// first or the reader would refuse it.
-    #[inline(always)]
-    fn header_at(&self, bytes: &[u8], o: usize, base: u64) -> Option<RecordRepr> {
-        let hdr = RecordHeader::new_unchecked(bytes.get(o..o + pcap::RECORD_HEADER_LEN)?);
-        RecordRepr::parse(&hdr, self.header.big_endian, base + o as u64).ok()
-    }
-
-    /// The packet of record `r`, whose captured bytes are `data`.
-    #[inline(always)]
-    fn packet<'a>(&self, r: &RecordRepr, data: &'a [u8]) -> RunPacket<'a> {
-        let nanos = self.header.nanos;
-        let res = if nanos {
-            TsResolution::NANO
-        } else {
-            TsResolution::MICRO
-        };
-        RunPacket {
-            ts_ns: res.ticks_to_nanos(r.ticks(nanos)),
-            orig_len: r.orig_len,
-            data,
-        }
     }
 }
 
@@ -639,6 +852,176 @@ mod tests {
         }
         assert_eq!(at, runs.file_len());
         Some(seen)
+    }
+
+    /// A pcapng file of `n` packets of 100-1100 bytes on two interfaces
+    /// (Ethernet, raw IP), packet `i` filled with `i as u8`; `between(i,
+    /// out)` may add blocks after packet `i`.
+    fn pcapng_bytes(n: u64, mut between: impl FnMut(u64, &mut Vec<u8>)) -> Vec<u8> {
+        use crate::record::{Interface, Packet, PacketKind};
+        let mut out = Vec::new();
+        let section = crate::record::Section {
+            major: 1,
+            minor: 0,
+            options: Vec::new(),
+        };
+        pcapng::emit_section(&mut out, &section);
+        for link_type in [LinkType::Ethernet, LinkType::from_code(101)] {
+            let i = Interface {
+                link_type,
+                snaplen: 0,
+                tsresol: TsResolution::MICRO,
+                options: Vec::new(),
+            };
+            pcapng::emit_interface(&mut out, &i);
+        }
+        for i in 0..n {
+            let len = 100 + (i * 7919 % 1000) as usize;
+            let data = vec![i as u8; len];
+            let p = Packet {
+                interface: (i % 2) as u32,
+                link_type: LinkType::Ethernet,
+                ts: 1_000 + i * 10,
+                tsresol: TsResolution::MICRO,
+                orig_len: len as u32 + 4,
+                data: &data,
+                options: &[],
+                kind: PacketKind::Enhanced,
+            };
+            pcapng::emit_packet(&mut out, &p);
+            between(i, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn a_pcapng_file_without_an_index_is_cut_where_its_blocks_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcapng");
+        let bytes = pcapng_bytes(3_000, |_, _| {});
+        std::fs::write(&path, &bytes).unwrap();
+        let runs = Runs::plan(&path, true, 16 << 10).unwrap();
+        assert!(runs.pcapng() && !runs.indexed());
+        assert!(runs.len() > 20, "{} runs", runs.len());
+        // Every packet once, in order, with its time (microseconds), its
+        // lengths and its interface's link type.
+        let (mut at, mut seen, mut buf) = (0, 0u64, Vec::new());
+        for i in 0..runs.len() {
+            let span = runs
+                .walk(i, &mut buf, |p| {
+                    assert_eq!(p.ts_ns, (1_000 + seen * 10) * 1_000);
+                    assert_eq!(p.orig_len as usize, p.data.len() + 4);
+                    assert!(p.data.iter().all(|&b| b == seen as u8));
+                    let link = [LinkType::Ethernet, LinkType::from_code(101)][seen as usize % 2];
+                    assert_eq!(p.link, link);
+                    seen += 1;
+                })
+                .unwrap();
+            assert_eq!(span.start, at, "run {i}");
+            at = span.end;
+        }
+        assert_eq!((at, seen), (runs.file_len(), 3_000));
+        // Big-endian files, and a start the plan cannot read, are planned
+        // or not as the reader would take them: a section without an
+        // interface is not planned.
+        let mut none = Vec::new();
+        pcapng::emit_section(
+            &mut none,
+            &crate::record::Section {
+                major: 1,
+                minor: 0,
+                options: Vec::new(),
+            },
+        );
+        std::fs::write(&path, &none).unwrap();
+        assert!(Runs::plan(&path, true, 16 << 10).is_none());
+    }
+
+    #[test]
+    fn a_pcapng_run_with_any_block_but_a_plain_packet_is_left_to_the_reader() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcapng");
+        // Whether each run can be taken: walked, and starting where the
+        // one before it ended (a block a run's search for its start passed
+        // over is in no run).
+        let walked = |bytes: &[u8]| -> Vec<bool> {
+            std::fs::write(&path, bytes).unwrap();
+            let runs = Runs::plan(&path, true, 16 << 10).unwrap();
+            let mut buf = Vec::new();
+            let spans: Vec<_> = (0..runs.len())
+                .map(|i| runs.walk(i, &mut buf, |_| {}))
+                .collect();
+            (0..spans.len())
+                .map(|i| match (&spans[i], i.checked_sub(1).map(|j| &spans[j])) {
+                    (Some(s), Some(Some(b))) => s.start == b.end,
+                    (Some(s), None) => s.start == 0,
+                    _ => false,
+                })
+                .collect()
+        };
+        let clean = walked(&pcapng_bytes(3_000, |_, _| {}));
+        assert!(clean.iter().all(|&w| w));
+        // A statistics block, a second section, a packet with an option, a
+        // packet whose trailing length differs, a simple packet block: the
+        // run holding it is refused (the ordinary reader reads it), and
+        // runs far from it are not.
+        let isb = |out: &mut Vec<u8>| {
+            let b = crate::record::RawBlock {
+                block_type: pcapng::BT_ISB,
+                body: &[0; 12],
+                little_endian: true,
+            };
+            pcapng::emit_raw_block(out, &b).unwrap();
+        };
+        let shb = |out: &mut Vec<u8>| {
+            let section = crate::record::Section {
+                major: 1,
+                minor: 0,
+                options: Vec::new(),
+            };
+            pcapng::emit_section(out, &section);
+        };
+        // A 60-byte packet of `kind`, with `options`.
+        let packet = |out: &mut Vec<u8>, kind, options: &[crate::record::RawOption]| {
+            let p = crate::record::Packet {
+                interface: 0,
+                link_type: LinkType::Ethernet,
+                ts: 1,
+                tsresol: TsResolution::MICRO,
+                orig_len: 60,
+                data: &[0; 60],
+                options,
+                kind,
+            };
+            pcapng::emit_packet(out, &p);
+        };
+        use crate::record::PacketKind::{Enhanced, Simple};
+        let note = [crate::record::RawOption {
+            code: 1,
+            value: b"note".to_vec(),
+        }];
+        let with_option = |out: &mut Vec<u8>| packet(out, Enhanced, &note);
+        let bad_trailer = |out: &mut Vec<u8>| {
+            packet(out, Enhanced, &[]);
+            let n = out.len();
+            out[n - 4] ^= 4;
+        };
+        let simple = |out: &mut Vec<u8>| packet(out, Simple, &[]);
+        type Add<'a> = &'a dyn Fn(&mut Vec<u8>);
+        let blocks: [Add; 5] = [&isb, &shb, &with_option, &bad_trailer, &simple];
+        for (k, add) in blocks.iter().enumerate() {
+            let w = walked(&pcapng_bytes(3_000, |i, out| {
+                if i == 1_500 {
+                    add(out)
+                }
+            }));
+            let refused: Vec<usize> = (0..w.len()).filter(|&i| !w[i]).collect();
+            assert!(
+                !refused.is_empty() && refused.len() <= 2,
+                "block {k}: {refused:?}"
+            );
+            assert!(w[0] && w[w.len() - 1], "block {k}: {w:?}");
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! A plain pcap file read on two threads, for the profiler.
+//! An uncompressed pcap or pcapng file read on two threads, for the
+//! profiler.
 //!
 //! Reading a trace from the page cache is a copy, and on one thread that
 //! copy was the bound of `kansoku profile -r FILE` (bench/profile-throughput.md,
@@ -92,12 +93,11 @@ pub enum SplitItem<'a> {
 /// cannot be taken whole.
 fn slice_run(runs: &Runs, i: usize, buf: &mut Vec<u8>, out: &mut Vec<Sliced>) -> Option<Span> {
     out.clear();
-    let link = runs.header().link_type;
     let whole = runs.walk(i, buf, |p| {
         out.push(Sliced {
             ts_ns: p.ts_ns,
             orig_len: p.orig_len,
-            bits: wire::flow_bits(link, p.data),
+            bits: wire::flow_bits(p.link, p.data),
         })
     });
     if whole.is_none() {
@@ -239,7 +239,7 @@ impl Drop for Helper {
     }
 }
 
-/// A plain pcap file's packets, read on two threads (see the
+/// An uncompressed pcap or pcapng file's packets, read on two threads (see the
 /// module's text). For a chain of the profiler alone: its items are
 /// packets sliced to their flows, not frames.
 pub struct SplitSource {
@@ -274,8 +274,8 @@ pub struct SplitSource {
 
 impl SplitSource {
     /// `path` read on two threads, or `None` when it is not a file this
-    /// applies to (standard input, compressed, pcapng, an index the file
-    /// does not bear out or not closed, under [`MIN_SPLIT_BYTES`], records
+    /// applies to (standard input, compressed, a pcapng file with an index,
+    /// an index the file does not bear out or not closed, under [`MIN_SPLIT_BYTES`], records
     /// under [`MIN_SPLIT_RECORD`] on average) or there is one CPU or the
     /// thread cannot start: read it with [`TraceSource`].
     pub fn open(path: &Path) -> Option<SplitSource> {
@@ -541,9 +541,15 @@ mod tests {
 
     /// A writer of a plain pcap at `path`, indexed, in 32 KiB chunks.
     fn plain_writer(path: &Path) -> TraceWriter<std::fs::File> {
+        writer_as(path, OutputFormat::Pcap)
+    }
+
+    /// A writer of an uncompressed `format` file at `path`, indexed, in 32
+    /// KiB chunks.
+    fn writer_as(path: &Path, format: OutputFormat) -> TraceWriter<std::fs::File> {
         let cfg = WriterConfig {
             codec: Codec::None,
-            format: OutputFormat::Pcap,
+            format,
             block_size: 32 << 10,
             ..WriterConfig::default()
         };
@@ -553,7 +559,12 @@ mod tests {
     /// An indexed plain pcap of `n` packets: IPv4 UDP/TCP between random
     /// hosts, 60-1514 bytes, some ARP, 500 a second.
     fn write_trace(path: &Path, n: u64) {
-        let mut w = plain_writer(path);
+        write_trace_as(path, n, OutputFormat::Pcap);
+    }
+
+    /// [`write_trace`] in `format`.
+    fn write_trace_as(path: &Path, n: u64, format: OutputFormat) {
+        let mut w = writer_as(path, format);
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut rnd = move || {
             x ^= x << 13;
@@ -845,6 +856,51 @@ mod tests {
         }
         std::fs::write(&path, &clean[..clean.len() - 10]).unwrap();
         assert!(same_as_ordinary(&path));
+    }
+
+    #[test]
+    fn a_pcapng_file_without_an_index_is_split_and_read_as_one_reader_reads_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.pcapng");
+        write_trace_as(&path, 8_000, OutputFormat::Pcapng);
+        // Indexed, the ordinary reader reads it (and checks its chunks).
+        assert!(SplitSource::with_runs(&path, 64 << 10, true).is_none());
+        std::fs::remove_file(trace::index::index_path(&path)).unwrap();
+        assert!(Runs::plan(&path, true, 64 << 10).unwrap().pcapng());
+        assert!(!same_as_ordinary(&path));
+        // The blocks' offsets: the section's header, its interface, then
+        // one packet a block.
+        let clean = std::fs::read(&path).unwrap();
+        let mut at = vec![0];
+        while let Some(&o) = at.last().filter(|&&o| o < clean.len()) {
+            at.push(o + u32::from_le_bytes(clean[o + 4..o + 8].try_into().unwrap()) as usize);
+        }
+        // A statistics block between two late packets; then one packet's
+        // trailing length changed: the split falls back where it is, and
+        // the report and summaries are the one reader's.
+        let late = at[at.len() * 3 / 4];
+        let mut with_isb = clean[..late].to_vec();
+        let isb = trace::RawBlock {
+            block_type: trace::format::pcapng::BT_ISB,
+            body: &[0; 12],
+            little_endian: true,
+        };
+        trace::format::pcapng::emit_raw_block(&mut with_isb, &isb).unwrap();
+        with_isb.extend_from_slice(&clean[late..]);
+        std::fs::write(&path, &with_isb).unwrap();
+        for fixed in [true, false] {
+            assert!(same_as_ordinary_with(&path, fixed), "{fixed}: no fall back");
+        }
+        let next = at[at.len() * 3 / 4 + 1];
+        let mut bad = clean.clone();
+        bad[next - 4] ^= 4;
+        std::fs::write(&path, &bad).unwrap();
+        assert!(same_as_ordinary(&path), "no fall back");
+        let (report, _) = profile(
+            &mut SplitSource::with_runs(&path, 64 << 10, true).unwrap(),
+            &tmp.path().join("r"),
+        );
+        assert!(report.contains("trailing length"), "{report}");
     }
 
     #[test]
