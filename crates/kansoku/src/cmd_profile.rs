@@ -51,7 +51,8 @@ fn file_seed(path: &std::path::Path) -> Option<u64> {
 /// of the thread that woke it, and `perf sched` of a split read with the
 /// counting thread showed a thread waiting to run while the other CPU sat
 /// idle for 19-21 ms of a 150 ms run. Counting on the reading thread
-/// (identical summaries): indexed traces 0.134 against 0.147 s (active
+/// (identical summaries; the same build with and without the counting
+/// thread): indexed traces 0.134 against 0.147 s (active
 /// flows) and 0.117 against 0.126 (new flows), the same without an index
 /// (0.129 against 0.132), 0.150 against 0.160 at `-i 10`. The 2-D view
 /// doubles what is counted for each flow, and there the counting thread

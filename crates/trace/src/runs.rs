@@ -1,6 +1,7 @@
-//! An uncompressed pcap or pcapng file read as runs, each of which can be read, checked and
-//! walked on its own, on any thread: what lets two threads share the
-//! reading of one file (the profiler's `pipeline::SplitSource`).
+//! An uncompressed pcap or pcapng file read as runs, each of which can be
+//! read, checked and walked on its own, on any thread: what lets two
+//! threads share the reading of one file (the profiler's
+//! `pipeline::SplitSource`).
 //!
 //! A file with an index is cut into runs of whole chunks, as its index has
 //! them: uncompressed pcap, an index that [`check_index`](crate::window)
@@ -9,22 +10,27 @@
 //! a fixed length, each holding the records that start in it: a run's first
 //! record is found by its headers ([`resync`]), and the last one is read to
 //! its end, past the run's. A pcapng file without an index (what dumpcap
-//! and tshark write) is cut the same way into runs of enhanced packet
-//! blocks, found by their lengths, which each block gives at both ends; its
-//! first section's header and interfaces must come before its first other
-//! block, and a run with any block but an enhanced packet block without
-//! options (another section or interface, statistics, a simple packet) is
-//! left to the ordinary reader. Anything else (compressed, an indexed
-//! pcapng, an index the file does not bear out) is read by [`TraceReader`]
-//! as before (`Runs::plan` returns `None`).
+//! and tshark write) is cut the same way, a run's first enhanced packet
+//! block found by the lengths each block gives at both ends; its first
+//! section's header and interfaces must come before its first other block.
+//! A run's blocks that hold no packet (statistics, as dumpcap writes at the
+//! end; names) are passed over as the reader passes over them, and a run
+//! with a block that changes what the packets after it mean (another
+//! section or interface), a simple or obsolete packet block, or a packet
+//! with options (which the reader parses, and may refuse) is left to the
+//! ordinary reader. Anything else (compressed, an indexed pcapng, an index
+//! the file does not bear out) is read by [`TraceReader`] as before
+//! (`Runs::plan` returns `None`).
 //!
 //! Nothing here is trusted that the ordinary reader would check. A run's
 //! chunks are compared with their checksums (when reads verify and the
 //! file has an index), and a run's packets count only if they are whole
-//! pcap records, walked from the run's first record to its last.
+//! pcap records or pcapng blocks, walked from the run's first record to its
+//! last.
 //! [`Runs::walk`] gives the bytes of the file a run's records covered, and
 //! its caller takes a run only if it starts exactly where the run before
-//! ended: the first run starts after the file header, so by induction every
+//! ended: the first run starts after the file header (a pcapng file's
+//! section header and interfaces), so by induction every
 //! run taken starts at a record boundary and the runs' records are those a
 //! reader from the start would walk, however the runs were found. (A
 //! header found inside a packet's payload, by chance or because the packet
@@ -42,7 +48,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::format::pcap::{self, FileHeader, FileHeaderRepr, RecordHeader, RecordRepr};
-use crate::format::pcapng::{self, PacketRepr, BLOCK_HEADER_LEN, BT_EPB, BT_IDB, BT_SHB};
+use crate::format::pcapng::{
+    self, PacketRepr, BLOCK_HEADER_LEN, BT_EPB, BT_IDB, BT_PB, BT_SHB, BT_SPB,
+};
 use crate::format::{get_u32, Codec};
 use crate::index::{index_path, read_index, IndexEntry};
 use crate::record::TsResolution;
@@ -84,7 +92,8 @@ struct Section {
     big_endian: bool,
     /// Each interface's link type and timestamp resolution.
     interfaces: Vec<(LinkType, TsResolution)>,
-    /// Interface 0's snap length, as the reader bounds a packet with it.
+    /// Interface 0's snap length, which the reader gives the packet parse
+    /// (it bounds a simple packet's data).
     if0_snaplen: u32,
     /// Where the first block after the interfaces starts.
     first: usize,
@@ -111,9 +120,15 @@ trait Records {
     /// the file from offset `at`), and what its head says; `None` where the
     /// reader would refuse it or it is not for a run.
     fn head(&self, bytes: &[u8], at: u64) -> Option<(usize, Self::Head)>;
-    /// The packet of the whole record `rec`, at offset `at`; `None` as
-    /// for [`Records::head`].
-    fn packet<'a>(&self, head: &Self::Head, rec: &'a [u8], at: u64) -> Option<RunPacket<'a>>;
+    /// The packet of the whole record `rec`, at offset `at` (`Some(None)`:
+    /// a block that holds none, passed over as the reader passes over it);
+    /// `None` as for [`Records::head`].
+    fn packet<'a>(
+        &self,
+        head: &Self::Head,
+        rec: &'a [u8],
+        at: u64,
+    ) -> Option<Option<RunPacket<'a>>>;
     /// The first offset under `before` in `bytes` where a record can
     /// start; `at_end`: `bytes` end where the file does.
     fn resync(&self, bytes: &[u8], before: usize, at_end: bool) -> Option<usize>;
@@ -135,18 +150,18 @@ impl Records for FileHeaderRepr {
     }
 
     #[inline(always)]
-    fn packet<'a>(&self, r: &RecordRepr, rec: &'a [u8], _: u64) -> Option<RunPacket<'a>> {
+    fn packet<'a>(&self, r: &RecordRepr, rec: &'a [u8], _: u64) -> Option<Option<RunPacket<'a>>> {
         let res = if self.nanos {
             TsResolution::NANO
         } else {
             TsResolution::MICRO
         };
-        Some(RunPacket {
+        Some(Some(RunPacket {
             ts_ns: res.ticks_to_nanos(r.ticks(self.nanos)),
             orig_len: r.orig_len,
             data: rec.get(Self::HEAD..)?,
             link: self.link_type,
-        })
+        }))
     }
 
     fn resync(&self, bytes: &[u8], before: usize, at_end: bool) -> Option<usize> {
@@ -158,33 +173,55 @@ impl Records for FileHeaderRepr {
 /// captured and original lengths.
 const EPB_FIXED: usize = BLOCK_HEADER_LEN + 20;
 
+/// The blocks holding no packet that a run's first block may be found
+/// among: statistics, names, decryption secrets, a journal entry, custom
+/// blocks (a run walks over any block but a section, an interface or a
+/// packet block other than an enhanced one, as the reader does).
+const PASSED_OVER: [u32; 6] = [
+    pcapng::BT_ISB,
+    pcapng::BT_NRB,
+    pcapng::BT_DSB,
+    pcapng::BT_JOURNAL,
+    pcapng::BT_CUSTOM,
+    pcapng::BT_CUSTOM_NOCOPY,
+];
+
 impl Records for Section {
-    type Head = ();
+    /// The block's type.
+    type Head = u32;
     const HEAD: usize = BLOCK_HEADER_LEN;
 
     fn first(&self) -> usize {
         self.first
     }
 
-    /// Enhanced packet blocks only: a block of any other kind (a new section
-    /// or interface, statistics, names, a simple packet without a time) is
-    /// left to the ordinary reader, which reads it as it always does.
+    /// A block that changes what the packets after it mean (a new section
+    /// or interface), or a packet block other than an enhanced one (a
+    /// simple packet has no time), is left to the ordinary reader, which
+    /// reads it as it always does. Others (statistics, as dumpcap writes
+    /// at a file's end; names; secrets; custom blocks) hold no packet and
+    /// are passed over, as the reader passes over them, once their length
+    /// is one it takes.
     #[inline(always)]
-    fn head(&self, bytes: &[u8], at: u64) -> Option<(usize, ())> {
+    fn head(&self, bytes: &[u8], at: u64) -> Option<(usize, u32)> {
         let be = self.big_endian;
-        if get_u32(bytes, 0, be) != BT_EPB {
+        let kind = get_u32(bytes, 0, be);
+        if matches!(kind, BT_SHB | BT_IDB | BT_SPB | BT_PB) {
             return None;
         }
         let total = pcapng::check_total_len(get_u32(bytes, 4, be), at).ok()?;
-        Some((total, ()))
+        Some((total, kind))
     }
 
     #[inline(always)]
-    fn packet<'a>(&self, _: &(), rec: &'a [u8], at: u64) -> Option<RunPacket<'a>> {
+    fn packet<'a>(&self, kind: &u32, rec: &'a [u8], at: u64) -> Option<Option<RunPacket<'a>>> {
         let be = self.big_endian;
         let total = rec.len();
         if get_u32(rec, total - 4, be) as usize != total {
             return None;
+        }
+        if *kind != BT_EPB {
+            return Some(None);
         }
         let body = rec.get(BLOCK_HEADER_LEN..total - 4)?;
         let p = PacketRepr::parse(BT_EPB, body, be, at, self.if0_snaplen).ok()?;
@@ -195,12 +232,12 @@ impl Records for Section {
             return None;
         }
         let &(link, res) = self.interfaces.get(p.interface as usize)?;
-        Some(RunPacket {
+        Some(Some(RunPacket {
             ts_ns: res.ticks_to_nanos(p.ts),
             orig_len: p.orig_len,
             data: body.get(p.data)?,
             link,
-        })
+        }))
     }
 
     fn resync(&self, bytes: &[u8], before: usize, at_end: bool) -> Option<usize> {
@@ -209,28 +246,35 @@ impl Records for Section {
 }
 
 impl Section {
-    /// Whether an enhanced packet block can start at `bytes[o..]`, judged
-    /// as [`chain_at`] judges pcap records: it and the [`CHAIN`] - 1 blocks
-    /// after it enhanced packet blocks of a length the reader accepts that
-    /// their trailing length repeats, on an interface of the section, with
-    /// no more bytes captured than sent or than the block holds.
+    /// Whether a run's first block can start at `bytes[o..]`, judged as
+    /// [`chain_at`] judges pcap records: it and the [`CHAIN`] - 1 blocks
+    /// after it of a length the reader accepts that their trailing length
+    /// repeats, each an enhanced packet block (on an interface of the
+    /// section, with no more bytes captured than sent or than the block
+    /// holds) or a block that holds no packet ([`PASSED_OVER`]).
     fn chain_at(&self, bytes: &[u8], mut o: usize, at_end: bool) -> bool {
         let be = self.big_endian;
         for k in 0..CHAIN {
             if k > 0 && at_end && o == bytes.len() {
                 return true;
             }
-            let Some(h) = bytes.get(o..o + EPB_FIXED) else {
+            let Some(h) = bytes.get(o..o + BLOCK_HEADER_LEN) else {
                 return false;
             };
             let total = get_u32(h, 4, be) as usize;
-            let (caplen, orig_len) = (get_u32(h, 20, be), get_u32(h, 24, be));
-            if get_u32(h, 0, be) != BT_EPB
-                || pcapng::check_total_len(total as u32, 0).is_err()
-                || get_u32(h, 8, be) as usize >= self.interfaces.len()
-                || caplen > orig_len
-                || caplen as usize > total.saturating_sub(EPB_FIXED + 4)
-            {
+            if pcapng::check_total_len(total as u32, 0).is_err() {
+                return false;
+            }
+            let fits = match get_u32(h, 0, be) {
+                BT_EPB => bytes.get(o..o + EPB_FIXED).is_some_and(|h| {
+                    let (caplen, orig_len) = (get_u32(h, 20, be), get_u32(h, 24, be));
+                    (get_u32(h, 8, be) as usize) < self.interfaces.len()
+                        && caplen <= orig_len
+                        && caplen as usize <= total.saturating_sub(EPB_FIXED + 4)
+                }),
+                kind => PASSED_OVER.contains(&kind),
+            };
+            if !fits {
                 return false;
             }
             match bytes.get(o + total - 4..o + total) {
@@ -611,7 +655,9 @@ impl Runs {
                 fill(buf, o, end)?;
                 at = o;
             }
-            each(rec.packet(&head, &buf[o - at..end - at], offset)?);
+            if let Some(p) = rec.packet(&head, &buf[o - at..end - at], offset)? {
+                each(p);
+            }
             o = end;
         }
         Some(first..span.start + o as u64)
@@ -710,7 +756,9 @@ impl Runs {
             let Some(p) = bytes.get(o..o + n).and_then(|rec| h.packet(&r, rec, at)) else {
                 return false;
             };
-            each(p);
+            if let Some(p) = p {
+                each(p);
+            }
             o += n;
         }
         true
@@ -937,8 +985,21 @@ mod tests {
         assert!(Runs::plan(&path, true, 16 << 10).is_none());
     }
 
+    /// The offset of the first block of `kind` at or after `from` in a
+    /// little-endian pcapng file's bytes.
+    fn find_block(bytes: &[u8], kind: u32, from: usize) -> usize {
+        let mut o = 0;
+        loop {
+            let t = u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+            if t == kind && o >= from {
+                return o;
+            }
+            o += u32::from_le_bytes(bytes[o + 4..o + 8].try_into().unwrap()) as usize;
+        }
+    }
+
     #[test]
-    fn a_pcapng_run_with_any_block_but_a_plain_packet_is_left_to_the_reader() {
+    fn a_pcapng_run_with_a_block_that_is_not_a_plain_packet_is_left_to_the_reader() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("t.pcapng");
         // Whether each run can be taken: walked, and starting where the
@@ -961,10 +1022,10 @@ mod tests {
         };
         let clean = walked(&pcapng_bytes(3_000, |_, _| {}));
         assert!(clean.iter().all(|&w| w));
-        // A statistics block, a second section, a packet with an option, a
-        // packet whose trailing length differs, a simple packet block: the
-        // run holding it is refused (the ordinary reader reads it), and
-        // runs far from it are not.
+        // A second section, a packet with an option, a packet whose
+        // trailing length differs, a simple packet block: the run holding
+        // it is refused (the ordinary reader reads it), and runs far from it
+        // are not. A statistics block is passed over, and its run taken.
         let isb = |out: &mut Vec<u8>| {
             let b = crate::record::RawBlock {
                 block_type: pcapng::BT_ISB,
@@ -1008,7 +1069,7 @@ mod tests {
         };
         let simple = |out: &mut Vec<u8>| packet(out, Simple, &[]);
         type Add<'a> = &'a dyn Fn(&mut Vec<u8>);
-        let blocks: [Add; 5] = [&isb, &shb, &with_option, &bad_trailer, &simple];
+        let blocks: [Add; 4] = [&shb, &with_option, &bad_trailer, &simple];
         for (k, add) in blocks.iter().enumerate() {
             let w = walked(&pcapng_bytes(3_000, |i, out| {
                 if i == 1_500 {
@@ -1022,6 +1083,19 @@ mod tests {
             );
             assert!(w[0] && w[w.len() - 1], "block {k}: {w:?}");
         }
+        let mut with_isb = pcapng_bytes(3_000, |i, out| {
+            if i % 100 == 50 {
+                isb(out)
+            }
+        });
+        assert!(walked(&with_isb).iter().all(|&w| w));
+        // Its length must be one the reader takes, at both ends: here its
+        // trailing length (it is 24 bytes long) says 28.
+        let n = with_isb.len();
+        let at = find_block(&with_isb, pcapng::BT_ISB, n / 2);
+        assert_eq!(with_isb[at + 20], 24);
+        with_isb[at + 20] ^= 4;
+        assert!(!walked(&with_isb).iter().all(|&w| w));
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! - [`headers::HeaderSource`]: a ClassBench header trace (or a packet
 //!   trace's IP headers) as batches of filter keys.
 //! - [`synth::SynthSource`]: synthetic traffic.
-//! - [`split::SplitSource`]: a plain, indexed pcap file read on two
-//!   threads, its packets handed over as flows, for the profiler.
+//! - [`split::SplitSource`]: an uncompressed pcap file (indexed or not) or
+//!   pcapng file (not indexed) read on two threads, its packets handed over
+//!   as flows, for the profiler.
 //! - [`lane::LaneSource`]: a capture ring's packets, handed over by the
 //!   ring thread of [`lane::run_lane`].
 //!

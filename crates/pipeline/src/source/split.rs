@@ -23,9 +23,9 @@
 //! without an index whose start was found inside a packet) ends the split
 //! there, and the ordinary reader ([`TraceSource`]) takes over from the end
 //! of the last run taken, passing over what was counted and reporting the
-//! corruption, the bad record or the cut as it always does. Only files
-//! whose index covers them whole, or that have none, are split (see
-//! [`trace::runs`]); the rest, and standard input, go through
+//! corruption, the bad record or the cut as it always does. Only pcap files
+//! whose index covers them whole, and pcap and pcapng files that have none,
+//! are split (see [`trace::runs`]); the rest, and standard input, go through
 //! [`TraceSource`].
 
 use std::collections::VecDeque;
@@ -68,7 +68,8 @@ pub const MIN_SPLIT_RECORD: u64 = 256;
 /// runs of whole 32 KiB chunks.
 pub const MAX_RUN_BYTES: u64 = 16 << 20;
 
-/// Runs the helper may have ready before it waits.
+/// Runs the helper may have ready before it waits, and that this thread
+/// may read ahead while it waits for the helper's.
 const AHEAD: usize = 8;
 
 /// What the profiler needs of a packet.
@@ -313,8 +314,8 @@ impl SplitSource {
     /// Starts the split read, unless the file's records (as the index
     /// counts them, or as the first run has them) are shorter than
     /// `min_record` on average: a capture cut to its headers is not bound by
-    /// its reading, and the helper would only take the counting thread's
-    /// core.
+    /// its reading, and the helper would only take the core the profiler's
+    /// counting thread has when the file is read on one.
     fn start(
         path: &Path,
         runs: Runs,
@@ -875,19 +876,37 @@ mod tests {
         while let Some(&o) = at.last().filter(|&&o| o < clean.len()) {
             at.push(o + u32::from_le_bytes(clean[o + 4..o + 8].try_into().unwrap()) as usize);
         }
-        // A statistics block between two late packets; then one packet's
-        // trailing length changed: the split falls back where it is, and
-        // the report and summaries are the one reader's.
-        let late = at[at.len() * 3 / 4];
-        let mut with_isb = clean[..late].to_vec();
+        // Statistics blocks between packets, as dumpcap writes one at the
+        // end: passed over, as the reader does. A second section: the split
+        // falls back where it is. Then one packet's trailing length
+        // changed. Each time the report and summaries are the one reader's.
         let isb = trace::RawBlock {
             block_type: trace::format::pcapng::BT_ISB,
             body: &[0; 12],
             little_endian: true,
         };
-        trace::format::pcapng::emit_raw_block(&mut with_isb, &isb).unwrap();
-        with_isb.extend_from_slice(&clean[late..]);
+        let section = trace::Section {
+            major: 1,
+            minor: 0,
+            options: Vec::new(),
+        };
+        let late = at[at.len() * 3 / 4];
+        let mut with_isb = Vec::new();
+        for w in at.windows(2) {
+            with_isb.extend_from_slice(&clean[w[0]..w[1]]);
+            // (After the section's header and interface, which come first.)
+            if w[0] >= at[2] && (w[1] % 7 == 0 || w[1] == clean.len()) {
+                trace::format::pcapng::emit_raw_block(&mut with_isb, &isb).unwrap();
+            }
+        }
         std::fs::write(&path, &with_isb).unwrap();
+        for fixed in [true, false] {
+            assert!(!same_as_ordinary_with(&path, fixed), "{fixed}: fell back");
+        }
+        let mut with_shb = clean[..late].to_vec();
+        trace::format::pcapng::emit_section(&mut with_shb, &section);
+        with_shb.extend_from_slice(&clean[at[1]..]);
+        std::fs::write(&path, &with_shb).unwrap();
         for fixed in [true, false] {
             assert!(same_as_ordinary_with(&path, fixed), "{fixed}: no fall back");
         }
