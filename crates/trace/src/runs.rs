@@ -49,7 +49,7 @@ use std::path::Path;
 
 use crate::format::pcap::{self, FileHeader, FileHeaderRepr, RecordHeader, RecordRepr};
 use crate::format::pcapng::{
-    self, PacketRepr, BLOCK_HEADER_LEN, BT_EPB, BT_IDB, BT_PB, BT_SHB, BT_SPB,
+    self, Block, PacketRepr, BLOCK_HEADER_LEN, BT_EPB, BT_IDB, BT_PB, BT_SHB, BT_SPB,
 };
 use crate::format::{get_u32, Codec};
 use crate::index::{index_path, read_index, IndexEntry};
@@ -216,6 +216,9 @@ impl Records for Section {
     #[inline(always)]
     fn packet<'a>(&self, kind: &u32, rec: &'a [u8], at: u64) -> Option<Option<RunPacket<'a>>> {
         let be = self.big_endian;
+        // `rec` is the whole block, of the length `head` checked: what is
+        // left of `Block::check_len` is its trailing length (the whole
+        // check again here cost pcapng 4%, 0.130 against 0.125 s).
         let total = rec.len();
         if get_u32(rec, total - 4, be) as usize != total {
             return None;
@@ -290,33 +293,26 @@ impl Section {
     /// not end in `bytes`, or there is no interface.
     fn parse(bytes: &[u8]) -> Option<Section> {
         let be = pcapng::section_byte_order(bytes)?;
-        let mut o = 0;
-        let block = |o: usize| -> Option<(u32, &[u8], usize)> {
-            let h = bytes.get(o..o + BLOCK_HEADER_LEN)?;
-            let total = pcapng::check_total_len(get_u32(h, 4, be), o as u64).ok()?;
-            let rec = bytes.get(o..o + total)?;
-            (get_u32(rec, total - 4, be) as usize == total)
-                .then(|| (get_u32(h, 0, be), &rec[BLOCK_HEADER_LEN..total - 4], total))
-        };
-        let (t, body, total) = block(o)?;
-        if t != BT_SHB {
+        let block = |o: usize| Block::new_checked(bytes.get(o..)?, be, o as u64).ok();
+        let shb = block(0)?;
+        if shb.block_type() != BT_SHB {
             return None;
         }
-        pcapng::parse_section(body, be, 0).ok()?;
-        o += total;
+        pcapng::parse_section(shb.body(), be, 0).ok()?;
+        let mut o = shb.total_len() as usize;
         let mut interfaces = Vec::new();
         let mut if0_snaplen = 0;
         loop {
-            let (t, body, total) = block(o)?;
-            if t != BT_IDB {
+            let idb = block(o)?;
+            if idb.block_type() != BT_IDB {
                 break;
             }
-            let i = pcapng::parse_interface(body, be, o as u64).ok()?;
+            let i = pcapng::parse_interface(idb.body(), be, o as u64).ok()?;
             if interfaces.is_empty() {
                 if0_snaplen = i.snaplen;
             }
             interfaces.push((i.link_type, i.tsresol));
-            o += total;
+            o += idb.total_len() as usize;
         }
         (!interfaces.is_empty()).then_some(Section {
             big_endian: be,

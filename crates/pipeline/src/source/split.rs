@@ -153,8 +153,7 @@ impl Claims {
         if self.fixed {
             return (last + 1..len).find(|&i| helpers(i));
         }
-        let i = self.next.fetch_add(1, Ordering::AcqRel);
-        (i < len).then_some(i)
+        self.unclaimed(len)
     }
 
     /// Claims run `i`, the next to give out, for this thread; false when the
@@ -174,6 +173,11 @@ impl Claims {
         if self.fixed {
             return None;
         }
+        self.unclaimed(len)
+    }
+
+    /// Claims the first run nobody has, of `len`.
+    fn unclaimed(&self, len: usize) -> Option<usize> {
         let i = self.next.fetch_add(1, Ordering::AcqRel);
         (i < len).then_some(i)
     }
