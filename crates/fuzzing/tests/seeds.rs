@@ -185,8 +185,10 @@ fn the_index_and_window_seeds_come_from_real_traces() {
 /// a byte changed in a run of either thread (the ordinary reader takes over
 /// there and reports it) or in the first chunk (not split), or with a
 /// record's length changed in a file read unchecked (the runs no longer end
-/// on records); and the same pcap without its index, intact and with the
-/// record's length changed.
+/// on records); the same pcap without its index, intact and with the
+/// record's length changed; and the same packets as pcapng without an index
+/// (as dumpcap writes it), intact, with statistics blocks between packets
+/// (passed over), and with a block's trailing length changed.
 #[test]
 fn the_split_seeds_come_from_a_real_trace() {
     let plain = write(Codec::None, OutputFormat::Pcap, false, 150);
@@ -206,6 +208,27 @@ fn the_split_seeds_come_from_a_real_trace() {
         fuzzing::window_input(Some(&plain.index), run, u8::from(!verify), trace)
     };
     let unindexed = |run: u8, trace: &[u8]| fuzzing::window_input(None, run, 0, trace);
+    let ng = write(Codec::None, OutputFormat::Pcapng, false, 150).trace;
+    // The pcapng file's blocks' offsets, and the file with a statistics
+    // block after every fifth, or with the tenth's trailing length changed.
+    let mut at = vec![0];
+    while let Some(&o) = at.last().filter(|&&o| o < ng.len()) {
+        at.push(o + u32::from_le_bytes(ng[o + 4..o + 8].try_into().unwrap()) as usize);
+    }
+    let mut with_isb = ng[..at[2]].to_vec();
+    for (k, w) in at[2..].windows(2).enumerate() {
+        with_isb.extend_from_slice(&ng[w[0]..w[1]]);
+        if k % 5 == 4 {
+            let isb = trace::RawBlock {
+                block_type: trace::format::pcapng::BT_ISB,
+                body: &[0; 12],
+                little_endian: true,
+            };
+            trace::format::pcapng::emit_raw_block(&mut with_isb, &isb).unwrap();
+        }
+    }
+    let mut bad_trailer = ng.clone();
+    bad_trailer[at[at.len() / 2] - 4] ^= 4;
     let split = vec![
         ("chunks-checked", input(0, true, &plain.trace)),
         ("pairs-unchecked", input(20, false, &plain.trace)),
@@ -219,14 +242,19 @@ fn the_split_seeds_come_from_a_real_trace() {
         // records' headers, intact and with a record's length changed.
         ("unindexed", unindexed(2, &plain.trace)),
         ("unindexed-record-length", unindexed(1, &bad_len)),
+        ("pcapng-unindexed", unindexed(2, &ng)),
+        ("pcapng-statistics", unindexed(2, &with_isb)),
+        ("pcapng-trailing-length", unindexed(2, &bad_trailer)),
     ];
     for (name, bytes) in &split {
         assert!(bytes.len() < 16 * 1024, "{name}: {} bytes", bytes.len());
         let want = match *name {
             // Not split: the ordinary reader from the start.
             "corrupt-first-chunk-checked" => None,
-            "unindexed" => Some(false),
-            _ => Some(name.starts_with("corrupt") || name.contains("record")),
+            "unindexed" | "pcapng-unindexed" | "pcapng-statistics" => Some(false),
+            _ => Some(
+                name.starts_with("corrupt") || name.contains("record") || name.contains("trailing"),
+            ),
         };
         assert_eq!(fuzzing::split_read(bytes), want, "{name}");
     }
