@@ -79,9 +79,11 @@ pub const FLAG_RAW: u32 = 1;
 /// non-packet blocks) that a windowed read must replay.
 pub const FLAG_METADATA: u32 = 2;
 /// The checksum an index keeps of a chunk's bytes and of each entry: the
-/// low 32 bits of XXH3-64.
+/// low 32 bits of XXH3-64 ([`checksum::xxh3_64`]: the same hash as
+/// `twox_hash`'s, by a vector loop the CPU has, chosen at run time).
+#[inline]
 pub fn chunk_checksum(bytes: &[u8]) -> u32 {
-    twox_hash::XxHash3_64::oneshot(bytes) as u32
+    checksum::xxh3_64(bytes) as u32
 }
 
 /// Entry flag: the stream's end; the file was closed cleanly.
