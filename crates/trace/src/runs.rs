@@ -203,14 +203,14 @@ impl Records for Section {
     /// are passed over, as the reader passes over them, once their length
     /// is one it takes.
     #[inline(always)]
-    fn head(&self, bytes: &[u8], at: u64) -> Option<(usize, u32)> {
+    fn head(&self, bytes: &[u8], _: u64) -> Option<(usize, u32)> {
         let be = self.big_endian;
         let kind = get_u32(bytes, 0, be);
         if matches!(kind, BT_SHB | BT_IDB | BT_SPB | BT_PB) {
             return None;
         }
-        let total = pcapng::check_total_len(get_u32(bytes, 4, be), at).ok()?;
-        Some((total, kind))
+        let total = get_u32(bytes, 4, be);
+        pcapng::total_len_ok(total).then_some((total as usize, kind))
     }
 
     #[inline(always)]
@@ -264,10 +264,13 @@ impl Section {
             let Some(h) = bytes.get(o..o + BLOCK_HEADER_LEN) else {
                 return false;
             };
-            let total = get_u32(h, 4, be) as usize;
-            if pcapng::check_total_len(total as u32, 0).is_err() {
+            // The length checked as the reader checks it, without the
+            // error message it makes: most offsets tried are refused here.
+            let total = get_u32(h, 4, be);
+            if !pcapng::total_len_ok(total) {
                 return false;
             }
+            let total = total as usize;
             let fits = match get_u32(h, 0, be) {
                 BT_EPB => bytes.get(o..o + EPB_FIXED).is_some_and(|h| {
                     let (caplen, orig_len) = (get_u32(h, 20, be), get_u32(h, 24, be));

@@ -194,10 +194,18 @@ impl<T: AsRef<[u8]>> Block<T> {
     }
 }
 
+/// Whether a block total length field is one the reader takes: at least
+/// 12, a multiple of 4, at most [`MAX_BLOCK_LEN`] (without the error
+/// [`check_total_len`] makes, for a search that refuses most offsets).
+#[inline]
+pub fn total_len_ok(total: u32) -> bool {
+    (total as usize) >= MIN_BLOCK_LEN && total.is_multiple_of(4) && total <= MAX_BLOCK_LEN
+}
+
 /// Validates a block total length field: at least 12, a multiple of 4, at
 /// most [`MAX_BLOCK_LEN`]. Returns it as `usize`.
 pub fn check_total_len(total: u32, offset: u64) -> Result<usize> {
-    if (total as usize) < MIN_BLOCK_LEN || !total.is_multiple_of(4) || total > MAX_BLOCK_LEN {
+    if !total_len_ok(total) {
         return Err(Error::format(
             offset + 4,
             format!(
