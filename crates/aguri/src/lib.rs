@@ -35,6 +35,7 @@ pub mod profile;
 #[cfg(test)]
 mod reference;
 pub mod series;
+pub mod source;
 pub mod summary;
 pub mod tree;
 

@@ -48,7 +48,7 @@ use trace::Codec;
 use crate::args::{BenchCaptureArgs, Payload, XdpModeArg};
 use crate::netns::Netns;
 use crate::peers::{self, json_u64, must, parse_json, Peer};
-use crate::plot::{Chart, ImageKind, LineChart, Series};
+use plot::{Chart, ImageKind, LineChart, Series};
 
 /// How long a capture may take to bind its ring and say it listens.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -316,7 +316,7 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
     }
     let (size, payload) = frame_args(&args.size, args.payload)?;
     if let Some(plot) = &args.plot {
-        ImageKind::of(plot)?;
+        ImageKind::of(plot).map_err(crate::chart_error)?;
     }
     let exe = std::env::current_exe().map_err(|e| Error::input(format!("own binary: {e}")))?;
     let mut notes = Vec::new();
@@ -444,7 +444,9 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         notes,
     };
     if let Some(plot) = &args.plot {
-        chart(&results).draw_file(plot)?;
+        chart(&results)
+            .draw_file(plot)
+            .map_err(crate::chart_error)?;
     }
     if args.json {
         serde_json::to_writer(&mut *out, &results).map_err(io::Error::from)?;

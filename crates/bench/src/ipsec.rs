@@ -142,13 +142,13 @@ fn packet(len: usize, v6: bool) -> Vec<u8> {
 
 /// Packets per timed round, each with its own sequence number, so decap's
 /// replay window sees what it would on a link: the gateway's batch
-/// ([`pipeline::gateway::BATCH`], what it reads before it processes), whose
+/// ([`gateway::BATCH`], what it reads before it processes), whose
 /// ~100 KB stay in the core's L2 as the gateway's packets do, and short
 /// enough (~70 µs at 1400 bytes) that a round's three timings (encap,
 /// decap, crypto-only) lie within the same moment of the shared host:
 /// 2,048 packets (3 MB, 4 ms a round) let another process's time slice
 /// or its evictions fall on one of them and skew that round's ratio.
-const BATCH: usize = pipeline::gateway::BATCH;
+const BATCH: usize = gateway::BATCH;
 
 /// One measurement: median ns per packet of encap, of decap, of the
 /// crypto-only round trip.

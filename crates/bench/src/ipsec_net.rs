@@ -66,8 +66,8 @@ use serde_json::{json, Value};
 use crate::args::BenchIpsecArgs;
 use crate::netperf::{self, Endpoints, Outcome, Side, Test};
 use crate::peers::{self, Peer};
-use crate::plot::{Chart, LineChart, Series};
 use crate::table::{self, Align};
+use plot::{Chart, LineChart, Series};
 
 /// The veth ends (inside the namespaces, so the names cannot clash).
 const VETH_A: &str = "kbi-a";
@@ -1302,6 +1302,7 @@ fn draw(title: &str, ip: u8, series: &[Series], y_desc: &str, file: &Path) -> Re
         series: series.to_vec(),
     }
     .draw_file(file)
+    .map_err(crate::chart_error)
 }
 
 /// `--part dv`.

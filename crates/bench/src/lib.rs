@@ -20,9 +20,8 @@
 //! - [`worker`]: `bench capture-worker`, the capture side of `bench
 //!   capture` (hidden from the help), on the `pipeline` crate;
 //! - [`slow_disk`]: an emulated slow disk, a `Write` wrapper;
-//! - [`table`] and [`plot`]: markdown tables, and line charts to SVG/PNG
-//!   with an embedded font ([`plot::register_font`], for `kansoku plot`
-//!   too);
+//! - [`table`]: markdown tables (charts are the `plot` crate's, shared
+//!   with `kansoku plot`);
 //! - [`stats`]: medians, MB/s, paper 000's compressor condition.
 //!
 //! What goes wrong is reported as in every kansoku command
@@ -45,7 +44,6 @@ pub mod ipsec_net;
 pub mod netns;
 pub mod netperf;
 pub mod peers;
-pub mod plot;
 pub mod slow_disk;
 pub mod stats;
 pub mod table;
@@ -57,11 +55,20 @@ pub mod worker;
 use std::io::{self, Write};
 use std::sync::atomic::AtomicBool;
 
-use pipeline::{Report, Result};
+use pipeline::{display_path, Error, Report, Result};
 
 pub use args::{BenchArgs, BenchCommand};
-pub use plot::register_font;
 pub use slow_disk::SlowDisk;
+
+/// A chart's failure as a bench's: what could not be drawn is a usage or
+/// input error, a chart that could not be written an output failure.
+pub(crate) fn chart_error(e: plot::Error) -> Error {
+    match e {
+        plot::Error::Usage(m) => Error::usage(m),
+        plot::Error::Input(m) => Error::input(m),
+        plot::Error::Output { path, source } => Error::output(display_path(&path), &source),
+    }
+}
 
 /// Runs `kansoku bench ...`, printing to standard output. `stop` is the
 /// CLI's SIGINT/SIGTERM flag: benches stop early on it (a problem in the

@@ -30,7 +30,7 @@ use pipeline::{Error, Report, Result};
 use serde_json::Value;
 
 use crate::args::{BenchWebPaperArgs, WebServer};
-use crate::plot::{Chart, LineChart, Series};
+use plot::{Chart, LineChart, Series};
 
 /// A web server running in the namespace, stopped when dropped: SIGTERM to
 /// its master (which stops its workers), then SIGKILL to whatever is left
@@ -631,7 +631,8 @@ fn plot_exp1(rows: &Value, server: &str, dir: &Path) -> Result<PathBuf> {
         "connections in progress",
         series,
     )
-    .draw_file(&path)?;
+    .draw_file(&path)
+    .map_err(crate::chart_error)?;
     Ok(path)
 }
 
@@ -687,7 +688,8 @@ fn plot_exp2(runs: &Value, server: &str, dir: &Path) -> Result<Vec<PathBuf>> {
             what,
             series,
         )
-        .draw_file(&path)?;
+        .draw_file(&path)
+        .map_err(crate::chart_error)?;
         paths.push(path);
     }
     Ok(paths)
@@ -749,7 +751,7 @@ fn plot_rtt_overlay(
         ],
     );
     c.x_label_formatter = Some(&fmt);
-    c.draw_file(&path)?;
+    c.draw_file(&path).map_err(crate::chart_error)?;
     Ok(Some(path))
 }
 

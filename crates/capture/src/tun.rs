@@ -13,7 +13,7 @@
 //! starts with a 10-byte `struct virtio_net_hdr`, a read may hold a TCP
 //! segment of up to 64 KiB with its checksum left partial, and a write may
 //! hand the kernel such a segment. Cutting and joining segments is the
-//! reader's (`pipeline::gateway::offload`).
+//! reader's (`gateway::offload`).
 
 use std::ffi::CStr;
 use std::fs::{File, OpenOptions};

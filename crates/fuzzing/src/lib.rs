@@ -451,9 +451,9 @@ pub fn xfrm(data: &[u8]) {
 
 /// The gateway's TUN offloads on arbitrary bytes: a TUN read cut into
 /// packets, or packets joined for a TUN write (the first byte picks);
-/// the properties are `pipeline::gateway::offload::replay`'s.
+/// the properties are `gateway::offload::replay`'s.
 pub fn offload(data: &[u8]) {
-    pipeline::gateway::offload::replay(data);
+    gateway::offload::replay(data);
 }
 
 /// The delay line's CDF file parser on arbitrary bytes: points that rise

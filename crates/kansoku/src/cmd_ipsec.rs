@@ -1,13 +1,13 @@
 //! `kansoku ipsec encap|decap|gateway`: the command-line side of the
 //! `ipsec` crate, over traces (the loop is `pipeline::IpsecRun`) and live
-//! (`pipeline::gateway`: the TUN, the sockets and the engines are there).
+//! (`gateway`: the TUN, the sockets and the engines are there).
 //! Keys never appear in what is printed.
 
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
+use gateway::{Direction as Way, Gateway, GatewayConfig, GatewayReport};
 use ipsec::{Config, Engine, Keying, Options, Protocol, SaState};
-use pipeline::gateway::{Direction as Way, Gateway, GatewayConfig, GatewayReport};
 use pipeline::{display_path, load_sa, Control, Direction, Error, IpsecRun, Report, TraceSink};
 use serde_json::json;
 
@@ -257,6 +257,10 @@ fn gateway(args: &GatewayArgs) -> pipeline::Result<Report> {
             ipsec::Keying::PerSa
         },
         offload: !args.no_offload,
+    })
+    .map_err(|e| match e {
+        gateway::Error::Usage(m) => pipeline::Error::usage(m),
+        gateway::Error::Setup(m) => pipeline::Error::input(m),
     })?;
     let [o4, o6] = gw.overhead();
     eprintln!(

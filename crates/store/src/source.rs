@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use aguri::source::{Bucketed, Catalog, DataSource, LevelInfo, SourceError};
 use aguri::Summary;
-use webview::{Bucketed, Catalog, DataSource, LevelInfo, SourceError};
 
 use crate::client::Client;
 use crate::schema;

@@ -89,7 +89,7 @@ fn summaries_go_in_once_and_come_back_exact() {
     }
     // The web view's source: the same catalog of probes.
     let src = store::StoreSource::open(c.clone()).unwrap();
-    let cat = webview::DataSource::catalog(&src).unwrap();
+    let cat = aguri::source::DataSource::catalog(&src).unwrap();
     assert_eq!(cat.probes.len(), 3);
     assert_eq!(cat.levels[0].summaries, all.len());
     ch.kill();

@@ -1,8 +1,8 @@
 //! `kansoku web`: an agurim-like view of aguri summaries in a browser.
 //!
-//! - [`source`]: the [`DataSource`] interface (a catalog, and the summaries
-//!   of a time range at a resolution) and [`DirSource`], a directory of
-//!   summary files read again as they change.
+//! - [`source`]: [`DirSource`], a directory of summary files read again as
+//!   they change, and [`MemorySource`]; both serve the summaries through
+//!   [`aguri::source::DataSource`].
 //! - [`view`]: a view's query and its answer: the aggregates of a range,
 //!   re-aggregated at a threshold, as per-bucket series that add up exactly.
 //! - [`params`]: request parameters, checked before use.
@@ -25,6 +25,7 @@ pub mod server;
 pub mod source;
 pub mod view;
 
+pub use aguri::source::{Bucketed, Catalog, DataSource, LevelInfo, SourceError};
 pub use server::serve;
-pub use source::{Bucketed, Catalog, DataSource, DirSource, LevelInfo, MemorySource, SourceError};
+pub use source::{DirSource, MemorySource};
 pub use view::{answer, Query, ViewAnswer, ViewKind};

@@ -20,8 +20,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 
 use crate::params::{BadRequest, Params};
-use crate::source::DataSource;
 use crate::view::{answer, Query, ViewError};
+use crate::DataSource;
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");

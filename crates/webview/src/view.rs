@@ -15,7 +15,7 @@ use aguri::{Metric, PatriciaTree, SectionKind, DEFAULT_BUDGET};
 use serde::Serialize;
 
 use crate::params::{BadRequest, Params};
-use crate::source::{Catalog, DataSource, SourceError};
+use crate::{Catalog, DataSource, SourceError};
 
 const NS: u64 = 1_000_000_000;
 

@@ -8,6 +8,7 @@
 
 pub mod census;
 pub mod filter;
+pub mod ipsec;
 pub mod profile;
 
 use ::filter::{Action, Filter};

@@ -1,4 +1,4 @@
-//! `kansoku ipsec gateway`: IP packets between a TUN device and the wire,
+//! `gateway`: the IPsec gateway behind `kansoku ipsec gateway`: IP packets between a TUN device and the wire,
 //! through kansoku's ESP/AH, so that unmodified programs (ping, curl,
 //! iperf3) talk over it.
 //!
@@ -57,6 +57,8 @@
 //! route. Without it, protected packets would come back into the TUN: they
 //! are dropped and counted as `looped`.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -73,10 +75,32 @@ use ipsec::{Engine, Inbound, Keying, Mode, Options, Outbound, Protocol};
 use serde::Serialize;
 use wire::IpProtocol;
 
-use crate::error::{Error, Result};
-
 pub mod offload;
 mod packet;
+
+/// Why a gateway could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The configuration asks for what cannot be had (more sockets than one
+    /// gateway watches): the caller's flags are at fault.
+    Usage(String),
+    /// An SA could not be keyed, or a device or socket could not be set up
+    /// (a missing capability, an address not on this host).
+    Setup(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Usage(m) | Error::Setup(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The result of opening a gateway.
+pub type Result<T> = std::result::Result<T, Error>;
 
 use ipsec::frag::{is_fragment, Reassembler, Step};
 use packet::{
@@ -101,7 +125,7 @@ enum Receiver {
 const RECV_BUFFER: usize = 4 << 20;
 
 /// Datagrams from the TUN whose fragments wait at once.
-pub(super) const REASSEMBLY_SLOTS: usize = 16;
+pub(crate) const REASSEMBLY_SLOTS: usize = 16;
 
 /// Packets the kernel queues for the TUN's reader: at 500 (a TUN's
 /// default) a TCP stream's bursts overflowed it here, one packet in 30.
@@ -309,7 +333,7 @@ pub struct Gateway {
 }
 
 fn setup(what: impl std::fmt::Display, e: io::Error) -> Error {
-    Error::input(format!("{what}: {e}"))
+    Error::Setup(format!("{what}: {e}"))
 }
 
 impl Gateway {
@@ -319,7 +343,7 @@ impl Gateway {
     /// caller's.
     pub fn open(cfg: GatewayConfig) -> Result<Gateway> {
         let opts = Options { keying: cfg.keying };
-        let key_error = |e: ipsec::KeyError| Error::input(format!("SA file: {}", e.0));
+        let key_error = |e: ipsec::KeyError| Error::Setup(format!("SA file: {}", e.0));
         let out_engine = Engine::new(&cfg.sa, opts).map_err(key_error)?;
         let in_engine = Engine::new(&cfg.sa, opts).map_err(key_error)?;
         let overhead = [
@@ -386,7 +410,7 @@ impl Gateway {
             }
         }
         if 1 + rx.len() + udp.len() > MAX_FDS {
-            return Err(Error::usage(format!(
+            return Err(Error::Usage(format!(
                 "ESP in UDP on {} addresses: at most {} sockets",
                 udp.len(),
                 MAX_FDS - 1 - rx.len()
@@ -434,12 +458,12 @@ impl Gateway {
             .chain(udp.iter().map(|u| u.as_fd()))
             .collect();
         if fds.len() > MAX_FDS {
-            return Err(Error::input(format!(
+            return Err(Error::Setup(format!(
                 "ipsec gateway: {} sockets to watch, at most {MAX_FDS}",
                 fds.len()
             )));
         }
-        let poller = Poller::new(&fds).map_err(|e| Error::input(format!("epoll: {e}")))?;
+        let poller = Poller::new(&fds).map_err(|e| Error::Setup(format!("epoll: {e}")))?;
         let report = GatewayReport {
             tun: tun.name().to_string(),
             tun_mtu,

@@ -1,7 +1,7 @@
-//! Line charts to SVG or PNG with plotters: `bench capture -o` draws
-//! capture rate against offered load with one; `kansoku plot` can draw its
-//! time series with the same [`LineChart`], and takes its font from
-//! [`register_font`].
+//! Line and stacked charts to SVG or PNG with plotters: `bench capture -o`
+//! draws capture rate against offered load with a [`LineChart`], `kansoku
+//! plot` draws summaries over time with the same charts ([`crate::summaries`]),
+//! and both take their font from [`register_font`].
 //!
 //! # The font
 //!
@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use pipeline::{display_path, Error, Result};
+use crate::{Error, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, RGBAColor};
@@ -28,7 +28,7 @@ pub const FONT_FAMILY: &str = "sans-serif";
 /// again is harmless.
 pub fn register_font() -> Result<()> {
     plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, dejavu::sans::regular())
-        .map_err(|_| Error::input("the embedded DejaVu Sans is not a usable font"))
+        .map_err(|_| Error::Input("the embedded DejaVu Sans is not a usable font".into()))
 }
 
 /// What a chart file is drawn as, by its extension.
@@ -48,9 +48,9 @@ impl ImageKind {
         match ext.as_deref() {
             Some("svg") => Ok(ImageKind::Svg),
             Some("png") => Ok(ImageKind::Png),
-            _ => Err(Error::usage(format!(
+            _ => Err(Error::Usage(format!(
                 "{}: unknown plot type (expected .svg or .png)",
-                display_path(path)
+                crate::display_path(path)
             ))),
         }
     }
@@ -121,7 +121,10 @@ pub trait Chart {
     fn draw_file(&self, path: &Path) -> Result<()> {
         let kind = ImageKind::of(path)?;
         register_font()?;
-        let fail = |e: String| Error::output(display_path(path), &std::io::Error::other(e));
+        let fail = |e: String| Error::Output {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        };
         match kind {
             ImageKind::Svg => self
                 .draw_on(SVGBackend::new(path, self.size()).into_drawing_area())
@@ -137,7 +140,7 @@ pub trait Chart {
         register_font()?;
         let mut svg = String::new();
         self.draw_on(SVGBackend::with_string(&mut svg, self.size()).into_drawing_area())
-            .map_err(|e| Error::input(format!("drawing the chart: {e}")))?;
+            .map_err(|e| Error::Input(format!("drawing the chart: {e}")))?;
         Ok(svg)
     }
 }
@@ -452,8 +455,8 @@ mod tests {
     fn only_svg_and_png_are_known() {
         assert_eq!(ImageKind::of(Path::new("a.svg")).unwrap(), ImageKind::Svg);
         let e = ImageKind::of(Path::new("x.gif")).unwrap_err();
-        assert_eq!(e.kind, pipeline::ErrorKind::Usage);
-        assert!(e.message.contains("expected .svg or .png"), "{e}");
+        assert!(matches!(e, Error::Usage(_)), "{e}");
+        assert!(e.to_string().contains("expected .svg or .png"), "{e}");
         assert!(ImageKind::of(Path::new("noext")).is_err());
     }
 

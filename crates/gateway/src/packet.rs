@@ -332,7 +332,7 @@ pub(super) mod tests {
     use wire::icmpv6::Icmpv6Packet;
     use wire::ipv4::Ipv4Packet;
 
-    pub(in crate::gateway) use ipsec::fuzzing::{ipv4_packet as v4, ipv6_packet as v6};
+    pub(crate) use ipsec::fuzzing::{ipv4_packet as v4, ipv6_packet as v6};
 
     #[test]
     fn icmp_frag_needed_quotes_the_packet_back_to_its_sender() {
@@ -403,7 +403,7 @@ pub(super) mod tests {
                 assert!(Ipv4Packet::new_checked(&f[..]).unwrap().verify_checksum());
             }
         }
-        let mut r = Reassembler::new(crate::gateway::REASSEMBLY_SLOTS);
+        let mut r = Reassembler::new(crate::REASSEMBLY_SLOTS);
         let mut whole = Vec::new();
         let n = frags.len();
         for (i, f) in frags.iter().rev().enumerate() {
