@@ -767,13 +767,10 @@ mod tests {
     /// installed: scripts/install-deps.sh does).
     #[test]
     fn dpdk_is_measured_beside_the_engines() {
-        if crate::peers::which(dpdk_acl::PROGRAM).is_none() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{} is not installed",
-                dpdk_acl::PROGRAM
-            );
-            eprintln!("skipping: {} is not installed", dpdk_acl::PROGRAM);
+        if !testkit::require(
+            dpdk_acl::PROGRAM,
+            crate::peers::which(dpdk_acl::PROGRAM).is_some(),
+        ) {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

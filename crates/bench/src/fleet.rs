@@ -103,17 +103,18 @@ pub fn run(a: &BenchStoreArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result
     let root = a.dir.clone().unwrap_or_else(|| tmp.path().join("files"));
     let exe = std::env::current_exe().map_err(io("this program's path"))?;
     let chdir = tempfile::tempdir().map_err(io("a temporary directory"))?;
-    let Some(ch) = store::testing::ClickHouse::start(chdir.path()) else {
-        return Err(Error::usage(
+    let ch = store::local::LocalServer::start(chdir.path()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::usage(
             "bench store needs clickhouse-server (scripts/install-deps.sh installs it)",
-        ));
-    };
+        ),
+        _ => Error::input(format!("bench store: {e}")),
+    })?;
     let c = ch.client();
     store::init(&c).map_err(store_err)?;
     let url = ch.url().to_string();
     let env = [
         ("KANSOKU_STORE_USER", "kansoku"),
-        ("KANSOKU_STORE_PASSWORD", store::testing::PASSWORD),
+        ("KANSOKU_STORE_PASSWORD", store::local::PASSWORD),
     ];
     let (probes, days) = (a.probes.max(1), a.days.max(1));
     let pool_days = a.pool_days.clamp(1, days);

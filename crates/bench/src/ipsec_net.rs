@@ -58,7 +58,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use capture::netns::Namespace;
+use capture::netns::{wait_ping, Namespace, VethEnd, VethPair};
 use pipeline::{Error, Report, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -354,54 +354,31 @@ fn io_err(e: std::io::Error) -> Error {
 
 impl Pair {
     fn create(link_rate: Option<&str>) -> Result<Pair> {
-        let ns = |p| {
-            Namespace::create(p).map_err(|e| {
-                Error::input(format!(
-                    "{e} (bench ipsec --part link needs root: CAP_SYS_ADMIN and CAP_NET_ADMIN)"
-                ))
-            })
+        let end = |prefix, dev, v4, v6| VethEnd {
+            prefix,
+            dev,
+            v4,
+            v6,
         };
+        let VethPair { a, b } =
+            VethPair::create(end("kbia", VETH_A, A4, A6), end("kbib", VETH_B, B4, B6)).map_err(
+                |e| {
+                    Error::input(format!(
+                        "{e} (bench ipsec --part link needs root: CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+                    ))
+                },
+            )?;
         let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
         let pair = Pair {
-            a: ns("kbia")?,
-            b: ns("kbib")?,
+            a,
+            b,
             cpus: [0, usize::from(two)],
         };
-        let (a, b) = (&pair.a, &pair.b);
-        for n in [a, b] {
+        for (n, dev) in [(&pair.a, VETH_A), (&pair.b, VETH_B)] {
             // ESP from the peer comes in on the veth while the route back to
             // the peer goes into the TUN: loose reverse-path filtering.
             n.exec(&["sysctl", "-qw", "net.ipv4.conf.all.rp_filter=2"])
                 .map_err(io_err)?;
-        }
-        let ip = |n: &Namespace, args: &[&str]| n.ip(args).map(|_| ()).map_err(io_err);
-        ip(
-            a,
-            &[
-                "link",
-                "add",
-                VETH_A,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                VETH_B,
-                "netns",
-                b.name(),
-            ],
-        )?;
-        ip(a, &["addr", "add", &format!("{A4}/24"), "dev", VETH_A])?;
-        ip(
-            a,
-            &["addr", "add", &format!("{A6}/64"), "dev", VETH_A, "nodad"],
-        )?;
-        ip(b, &["addr", "add", &format!("{B4}/24"), "dev", VETH_B])?;
-        ip(
-            b,
-            &["addr", "add", &format!("{B6}/64"), "dev", VETH_B, "nodad"],
-        )?;
-        for (n, dev) in [(a, VETH_A), (b, VETH_B)] {
-            ip(n, &["link", "set", dev, "up"])?;
             if let Some(rate) = link_rate {
                 // A token bucket at the rate, bursts of 64 KB, at most 20 ms
                 // queued: a switched Ethernet port's regime.
@@ -412,31 +389,7 @@ impl Pair {
                 .map_err(io_err)?;
             }
         }
-        for dst in [B4, B6] {
-            pair.wait_ping(a, dst)?;
-        }
         Ok(pair)
-    }
-
-    /// Waits up to 10 s for `dst` to answer a ping from `n`.
-    fn wait_ping(&self, n: &Namespace, dst: &str) -> Result<()> {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            let ok = n
-                .command(&["ping", "-c", "1", "-W", "1", dst])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(Error::input(format!(
-            "bench ipsec: {dst} does not answer ping from {} within 10 s",
-            n.name()
-        )))
     }
 
     fn sides(&self) -> [(&Namespace, &'static str, usize); 2] {
@@ -581,8 +534,10 @@ impl Running {
                     .map_err(io_err)?;
                 }
                 run.files.push(file);
-                pair.wait_ping(&pair.a, B4)?;
-                pair.wait_ping(&pair.a, B6)?;
+                wait_ping(&pair.a, B4, Duration::from_secs(10))
+                    .map_err(|e| Error::input(format!("bench ipsec: {e}")))?;
+                wait_ping(&pair.a, B6, Duration::from_secs(10))
+                    .map_err(|e| Error::input(format!("bench ipsec: {e}")))?;
                 Ok(run)
             }
             Carrier::Boringtun => Running::boringtun(pair),
@@ -694,8 +649,10 @@ impl Running {
             ])?;
             ip(&["link", "set", name, "mtu", "1420", "up"])?;
         }
-        pair.wait_ping(&pair.a, WB4)?;
-        pair.wait_ping(&pair.a, WB6)?;
+        wait_ping(&pair.a, WB4, Duration::from_secs(10))
+            .map_err(|e| Error::input(format!("bench ipsec: {e}")))?;
+        wait_ping(&pair.a, WB6, Duration::from_secs(10))
+            .map_err(|e| Error::input(format!("bench ipsec: {e}")))?;
         Ok(run)
     }
 

@@ -98,17 +98,13 @@ pub fn list() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Whether tests that need root (network namespaces, veth pairs, raw
-/// sockets) can run: [`capture::netns::can_run`].
-pub use capture::netns::can_run;
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn namespaces_have_unique_names_a_veth_pair_and_go_away() {
-        if !can_run("netns") {
+        if !testkit::require_root("netns") {
             return;
         }
         let a = Netns::create().unwrap();

@@ -437,7 +437,7 @@ mod tests {
         use crate::peers::{json_u64, must, parse_json, Peer};
         use pipeline::{Consumer, Control, Flow, TraceSource};
 
-        if !crate::netns::can_run("capture worker") {
+        if !testkit::require_root("capture worker") {
             return;
         }
         /// Counts the frames the sender sent.

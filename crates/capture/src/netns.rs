@@ -1,8 +1,10 @@
 //! Network namespaces for tests, benches and tools: [`Namespace`] makes one
 //! of this process's own and removes it, [`enter`] moves a thread into one
 //! (`setns(2)`) so that devices and sockets open there (a descriptor keeps
-//! the namespace it was opened in, whichever thread uses it later), and
-//! [`can_run`] says whether the process may do any of it.
+//! the namespace it was opened in, whichever thread uses it later);
+//! [`crate::privileges::is_root`] says whether the process may. [`VethPair`]
+//! joins two namespaces by a veth pair with addresses on both ends, as the
+//! IPsec tests and benchmarks use them.
 
 use std::fs::File;
 use std::io;
@@ -10,6 +12,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// Moves the calling thread, and only it, into the network namespace at
 /// `path` (`/run/netns/NAME` for one made by `ip netns add NAME`). Needs
@@ -29,28 +32,6 @@ pub fn enter(path: &Path) -> io::Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Whether this process runs as root, as network namespaces, veth pairs and
-/// raw sockets need. CI runs as root and must run what needs it: there a
-/// `false` is a failure; elsewhere the caller skips, and a note names `what`.
-pub fn can_run(what: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{what} tests need root, and CI runs as root"
-        );
-        eprintln!("skipping: {what} tests need root");
-    }
-    root
 }
 
 /// Namespaces made by this process so far, for unique names.
@@ -124,6 +105,91 @@ impl Drop for Namespace {
             eprintln!("kansoku: removing network namespace {}: {e}", self.name);
         }
     }
+}
+
+/// One end of a [`VethPair`]: the prefix of its namespace's name, the
+/// device's name, and its addresses (IPv4 in a /24, IPv6 in a /64).
+#[derive(Clone, Copy, Debug)]
+pub struct VethEnd<'a> {
+    pub prefix: &'a str,
+    pub dev: &'a str,
+    pub v4: &'a str,
+    pub v6: &'a str,
+}
+
+/// Two network namespaces of this process's own joined by a veth pair (MTU
+/// 1500), each end up with its addresses. Dropping it removes both
+/// namespaces, and the pair with them.
+#[derive(Debug)]
+pub struct VethPair {
+    pub a: Namespace,
+    pub b: Namespace,
+}
+
+impl VethPair {
+    /// Makes the namespaces and the pair, and returns once both of `b`'s
+    /// addresses answer a ping from `a`: IPv6 starts on the pair a second or
+    /// two after its carrier is up, and packets sent before that are lost.
+    /// IPv6 addresses skip duplicate address detection.
+    pub fn create(a: VethEnd<'_>, b: VethEnd<'_>) -> io::Result<VethPair> {
+        let pair = VethPair {
+            a: Namespace::create(a.prefix)?,
+            b: Namespace::create(b.prefix)?,
+        };
+        pair.a.ip(&[
+            "link",
+            "add",
+            a.dev,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b.dev,
+            "netns",
+            pair.b.name(),
+        ])?;
+        for (ns, end) in [(&pair.a, a), (&pair.b, b)] {
+            ns.ip(&["addr", "add", &format!("{}/24", end.v4), "dev", end.dev])?;
+            ns.ip(&[
+                "addr",
+                "add",
+                &format!("{}/64", end.v6),
+                "dev",
+                end.dev,
+                "nodad",
+            ])?;
+            ns.ip(&["link", "set", end.dev, "up"])?;
+        }
+        for dst in [b.v4, b.v6] {
+            wait_ping(&pair.a, dst, Duration::from_secs(10))?;
+        }
+        Ok(pair)
+    }
+}
+
+/// Waits up to `within` for `dst` to answer a ping sent from `from`.
+pub fn wait_ping(from: &Namespace, dst: &str, within: Duration) -> io::Result<()> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        let answered = from
+            .command(&["ping", "-c", "1", "-W", "1", dst])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if answered {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "{dst} does not answer ping from {} within {} s",
+            from.name(),
+            within.as_secs()
+        ),
+    ))
 }
 
 /// Runs `cmd` to completion: its standard output, or an error naming the

@@ -127,6 +127,19 @@ pub fn check_can_create(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether this process runs as root (its effective user id is 0), as
+/// network namespaces, veth pairs, raw sockets and mounts need.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

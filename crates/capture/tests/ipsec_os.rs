@@ -15,10 +15,11 @@ use std::os::fd::AsFd;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use capture::netns::{can_run, Namespace};
+use capture::netns::{Namespace, VethEnd, VethPair};
 use capture::poll::wait_readable;
 use capture::rawip::{path_mtu, path_mtu_via, NAT_T_PORT};
 use capture::{RawIpReceiver, RawIpSender, SendFault, Tun, UdpEncap};
+use testkit::require_root;
 use wire::checksum;
 use wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use wire::ipv6::Ipv6Repr;
@@ -87,31 +88,21 @@ struct Pair {
 
 impl Pair {
     fn create() -> Pair {
-        let pair = Pair {
-            a: Ns::create(),
-            b: Ns::create(),
+        let end = |dev, v4, v6| VethEnd {
+            prefix: "kio",
+            dev,
+            v4,
+            v6,
         };
+        let VethPair { a, b } = VethPair::create(
+            end("kio-a", "10.78.0.1", "fd00:78::1"),
+            end("kio-b", "10.78.0.2", "fd00:78::2"),
+        )
+        .unwrap();
+        let pair = Pair { a: Ns(a), b: Ns(b) };
         let (a, b) = (&pair.a, &pair.b);
-        a.ip(&[
-            "link",
-            "add",
-            "kio-a",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "kio-b",
-            "netns",
-            b.0.name(),
-        ]);
-        a.ip(&["addr", "add", "10.78.0.1/24", "dev", "kio-a"]);
-        a.ip(&["addr", "add", "fd00:78::1/64", "dev", "kio-a", "nodad"]);
-        b.ip(&["addr", "add", "10.78.0.2/24", "dev", "kio-b"]);
         b.ip(&["addr", "add", "10.78.0.12/24", "dev", "kio-b"]);
-        b.ip(&["addr", "add", "fd00:78::2/64", "dev", "kio-b", "nodad"]);
         b.ip(&["addr", "add", "fd00:78::12/64", "dev", "kio-b", "nodad"]);
-        a.ip(&["link", "set", "kio-a", "up"]);
-        b.ip(&["link", "set", "kio-b", "up"]);
         let mtu = NARROW_MTU.to_string();
         a.ip(&["route", "add", "10.78.0.12/32", "dev", "kio-a", "mtu", &mtu]);
         a.ip(&[
@@ -124,23 +115,6 @@ impl Pair {
             "mtu",
             &mtu,
         ]);
-        // IPv6 starts on the pair once the kernel has seen its carrier come
-        // up, up to a second or two later; packets sent before are lost.
-        for b in ["10.78.0.2", "fd00:78::2"] {
-            let start = Instant::now();
-            while !a
-                .0
-                .command(&["ping", "-c", "1", "-W", "1", b])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .unwrap()
-                .success()
-            {
-                assert!(start.elapsed() < Duration::from_secs(10), "{b} unreachable");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
         pair
     }
 }
@@ -262,7 +236,7 @@ fn silent(rx: &mut RawIpReceiver, wait: Duration) -> bool {
 
 #[test]
 fn esp_and_ah_sent_whole_arrive_with_their_ip_header_v4_and_v6() {
-    if !can_run("ipsec OS") {
+    if !require_root("ipsec OS") {
         return;
     }
     let pair = Pair::create();
@@ -371,7 +345,7 @@ fn esp_and_ah_sent_whole_arrive_with_their_ip_header_v4_and_v6() {
 
 #[test]
 fn fragments_arrive_reassembled_and_too_big_is_emsgsize() {
-    if !can_run("ipsec OS") {
+    if !require_root("ipsec OS") {
         return;
     }
     let pair = Pair::create();
@@ -487,7 +461,7 @@ fn fragments_arrive_reassembled_and_too_big_is_emsgsize() {
 
 #[test]
 fn esp_in_udp_arrives_with_both_addresses_and_goes_back() {
-    if !can_run("ipsec OS") {
+    if !require_root("ipsec OS") {
         return;
     }
     let pair = Pair::create();
@@ -582,7 +556,7 @@ fn echo_reply(p: &[u8]) -> Option<Vec<u8>> {
 
 #[test]
 fn a_tun_device_answers_ping() {
-    if !can_run("ipsec OS") {
+    if !require_root("ipsec OS") {
         return;
     }
     let ns = Ns::create();

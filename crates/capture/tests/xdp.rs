@@ -7,9 +7,10 @@
 
 use std::time::{Duration, Instant};
 
-use capture::netns::{can_run, Namespace};
+use capture::netns::Namespace;
 use capture::tx::PacketSender;
 use capture::xdp::{XdpConfig, XdpMode, XdpSocket};
+use testkit::require_root;
 
 /// A namespace with a veth pair `va` (sends) and `vb` (receives), both up.
 fn veth() -> Namespace {
@@ -72,7 +73,7 @@ fn read_frames(xsk: &mut XdpSocket, want: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn every_frame_arrives_whole_and_in_order_in_both_modes() {
-    if !can_run("AF_XDP") {
+    if !require_root("AF_XDP") {
         return;
     }
     // The bench leaves AF_XDP out where this fails; here (root, this
@@ -118,7 +119,7 @@ fn every_frame_arrives_whole_and_in_order_in_both_modes() {
 
 #[test]
 fn a_socket_that_stops_reading_accounts_for_every_frame() {
-    if !can_run("AF_XDP") {
+    if !require_root("AF_XDP") {
         return;
     }
     let ns = veth();
@@ -153,7 +154,7 @@ fn a_socket_that_stops_reading_accounts_for_every_frame() {
 
 #[test]
 fn a_frame_longer_than_a_memory_frame_is_counted_lost() {
-    if !can_run("AF_XDP") {
+    if !require_root("AF_XDP") {
         return;
     }
     let ns = veth();

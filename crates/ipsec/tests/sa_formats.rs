@@ -166,15 +166,7 @@ fn rows_are_wiresharks_own_strings() {
 /// Whether tshark runs here. Without it the test skips, except under CI,
 /// where scripts/install-deps.sh installs it and its absence is a failure.
 fn have_tshark() -> bool {
-    if Command::new("tshark").arg("-v").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "tshark is not installed, and CI needs this test to run"
-    );
-    eprintln!("tshark not installed; skipping");
-    false
+    testkit::require_tool("tshark")
 }
 
 /// A fresh directory for a test.

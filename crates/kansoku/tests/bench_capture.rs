@@ -26,7 +26,7 @@ fn sweep(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn small_sweep_gives_sane_rates_a_plot_and_cleans_up() {
-    if !can_run("bench capture") {
+    if !testkit::require_root("bench capture") {
         return;
     }
     let _serial = one_at_a_time();
@@ -106,7 +106,7 @@ fn small_sweep_gives_sane_rates_a_plot_and_cleans_up() {
 /// interface; for the ring and for AF_XDP in both modes.
 #[test]
 fn each_points_written_count_is_what_its_file_holds() {
-    if !can_run("bench capture") {
+    if !testkit::require_root("bench capture") {
         return;
     }
     let _serial = one_at_a_time();
@@ -172,7 +172,7 @@ fn each_points_written_count_is_what_its_file_holds() {
 /// beside kansoku, their written counts taken from their files.
 #[test]
 fn the_peers_capture_a_gentle_load_whole() {
-    if !can_run("bench capture") {
+    if !testkit::require_root("bench capture") {
         return;
     }
     let _serial = one_at_a_time();
@@ -209,7 +209,7 @@ fn the_peers_capture_a_gentle_load_whole() {
 
 #[test]
 fn emulated_disk_makes_uncompressed_lose_before_lz4() {
-    if !can_run("bench capture") {
+    if !testkit::require_root("bench capture") {
         return;
     }
     let _serial = one_at_a_time();

@@ -73,18 +73,12 @@ fn result<'a>(r: &'a Value, config: &str, ip: u64, test: &str) -> &'a Value {
 
 #[test]
 fn link_tests_run_through_the_gateways_and_beside_them() {
-    if !can_run("bench ipsec --part link") {
+    if !testkit::require_root("bench ipsec --part link") {
         return;
     }
     let mut configs = "veth,none,esp".to_string();
-    if boringtun_installed() {
+    if testkit::require("boringtun-cli and wg", boringtun_installed()) {
         configs += ",boringtun";
-    } else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "boringtun-cli and wg are installed by scripts/install-deps.sh"
-        );
-        eprintln!("skipping boringtun: boringtun-cli or wg not installed");
     }
     let dir = tempfile::tempdir().unwrap();
     let r = bench(&[
@@ -156,7 +150,7 @@ fn link_tests_run_through_the_gateways_and_beside_them() {
 
 #[test]
 fn a_constant_rate_stream_arrives_at_its_rate_through_esp() {
-    if !can_run("bench ipsec --part dv") {
+    if !testkit::require_root("bench ipsec --part dv") {
         return;
     }
     let r = bench(&[

@@ -52,7 +52,7 @@ fn in_netns(dir: &Path, script: &str) -> Output {
 /// A root-only test's namespace run: `None` (skip) where the capture tests
 /// cannot run, else the temp dir `script` ran in (as $DIR).
 fn netns_test(script: &str) -> Option<tempfile::TempDir> {
-    if !can_run("capture") {
+    if !testkit::require_root("capture") {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -695,7 +695,7 @@ wait $pid
 /// harness's (`kansoku bench capture-worker`, the same lane as `capture`).
 #[test]
 fn a_slow_disk_at_a_low_rate_loses_nothing_with_the_queue_sized_in_bytes() {
-    if !can_run("capture") {
+    if !testkit::require_root("capture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -760,7 +760,7 @@ fn status_ids(status: &str, key: &str) -> Vec<u32> {
 #[test]
 fn dash_z_drops_to_the_user_and_still_captures_every_packet() {
     use std::os::unix::fs::MetadataExt;
-    if !can_run("capture") {
+    if !testkit::require_root("capture") {
         return;
     }
     let (uid, gid) = passwd_ids("nobody");
@@ -896,14 +896,14 @@ wait $a
     );
     // Later, from a host that reaches the store.
     let chdir = tempfile::tempdir().unwrap();
-    let Some(ch) = store::testing::ClickHouse::start(chdir.path()) else {
+    let Some(ch) = testkit::clickhouse(chdir.path()) else {
         return;
     };
     let url = ch.url().to_string();
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_kansoku"))
             .env("KANSOKU_STORE_USER", "kansoku")
-            .env("KANSOKU_STORE_PASSWORD", store::testing::PASSWORD)
+            .env("KANSOKU_STORE_PASSWORD", testkit::PASSWORD)
             .args(args)
             .output()
             .unwrap();

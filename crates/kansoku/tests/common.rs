@@ -193,13 +193,6 @@ pub fn packets_of(records: &[Owned]) -> Vec<SharkPacket> {
     v
 }
 
-/// Whether tests that need root (network namespaces, veth pairs, raw
-/// sockets) can run: the harness's own check (CI runs as root and must run
-/// them; elsewhere they are skipped with a note naming `what`).
-pub fn can_run(what: &str) -> bool {
-    bench::netns::can_run(what)
-}
-
 /// The host's network namespaces, as `ip netns list` prints them (benches
 /// must leave none of theirs behind).
 pub fn namespaces() -> String {

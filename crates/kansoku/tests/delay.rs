@@ -11,9 +11,10 @@ mod common;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use capture::netns::{can_run, Namespace};
+use capture::netns::Namespace;
 use common::*;
 use serde_json::Value;
+use testkit::require_root;
 
 /// A child killed when dropped.
 struct Guard(Child);
@@ -177,7 +178,7 @@ fn curl_times(ns: &Namespace, url: &str, n: usize, profile: &str) -> (Vec<[f64; 
 
 #[test]
 fn a_constant_50ms_profile_is_what_curl_measures() {
-    if !can_run("kansoku delay") {
+    if !require_root("kansoku delay") {
         return;
     }
     let ns = Namespace::create("kdl").unwrap();
@@ -212,7 +213,7 @@ fn a_constant_50ms_profile_is_what_curl_measures() {
 
 #[test]
 fn tls_1_3_adds_one_round_trip_before_the_first_byte() {
-    if !can_run("kansoku delay") {
+    if !require_root("kansoku delay") {
         return;
     }
     let ns = Namespace::create("kdl").unwrap();
@@ -245,7 +246,7 @@ fn tls_1_3_adds_one_round_trip_before_the_first_byte() {
 
 #[test]
 fn a_queue_too_small_for_the_load_makes_the_run_invalid() {
-    if !can_run("kansoku delay") {
+    if !require_root("kansoku delay") {
         return;
     }
     let ns = Namespace::create("kdl").unwrap();
@@ -297,7 +298,7 @@ fn ruleset(ns: &Namespace) -> String {
 
 #[test]
 fn no_rule_is_left_after_sigint_or_after_sigkill_and_a_rerun() {
-    if !can_run("kansoku delay") {
+    if !require_root("kansoku delay") {
         return;
     }
     let ns = Namespace::create("kdl").unwrap();
@@ -403,7 +404,7 @@ fn bad_profiles_and_flags_are_usage_errors() {
 
 #[test]
 fn a_capture_at_the_server_gives_back_the_profiles_round_trip() {
-    if !can_run("kansoku delay") {
+    if !require_root("kansoku delay") {
         return;
     }
     let ns = Namespace::create("kdl").unwrap();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{can_run, kansoku, p, read_all, run, run_ok, Owned};
+use common::{kansoku, p, read_all, run, run_ok, Owned};
 
 const RULES: &str = "ip filter 10 pass * * udp * *\nip filter 20 pass * * tcp * *\n";
 
@@ -158,7 +158,7 @@ fn stderr(o: &Output) -> String {
 
 /// The commands to try here: `generate` needs root for its raw socket.
 fn commands(all: &[Cmd]) -> Vec<Cmd> {
-    let root = can_run("generate -r");
+    let root = testkit::require_root("generate -r");
     all.iter()
         .copied()
         .filter(|&c| c != Cmd::Generate || root)
@@ -319,7 +319,7 @@ fn ctrl_c_leaves_complete_output_and_exits_1_interrupted() {
         }
     }
     // generate -r, slowed to 2,000 packets a second, stopped after a while.
-    if can_run("generate -r") {
+    if testkit::require_root("generate -r") {
         let mut argv = s.argv(Cmd::Generate, p(&s.trace), None);
         argv.extend(["--pps".to_string(), "2000".to_string()]);
         let child = command(Cmd::Generate, &argv)
@@ -372,7 +372,7 @@ fn an_output_that_cannot_be_written_exits_3() {
 /// namespace of the test's own. What was written before is readable.
 #[test]
 fn a_full_filesystem_keeps_every_block_written_before_the_failure() {
-    if !can_run("tmpfs") {
+    if !testkit::require_root("tmpfs") {
         return;
     }
     let s = setup();

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use capture::netns::Namespace;
+use capture::netns::{Namespace, VethEnd, VethPair};
 use common::*;
 use serde_json::Value;
 
@@ -172,13 +172,11 @@ impl Drop for Bg {
 struct Ns(Namespace);
 
 impl Ns {
-    fn create() -> Ns {
-        let ns = Ns(Namespace::create("kgw").unwrap());
-        // Loose reverse-path filtering whatever the host's default: ESP from
-        // the peer comes in on the veth while the route back to the peer's
-        // address goes into the TUN.
-        ns.exec(&["sysctl", "-qw", "net.ipv4.conf.all.rp_filter=2"]);
-        ns
+    /// Loose reverse-path filtering whatever the host's default: ESP from
+    /// the peer comes in on the veth while the route back to the peer's
+    /// address goes into the TUN.
+    fn loose_rp_filter(&self) {
+        self.exec(&["sysctl", "-qw", "net.ipv4.conf.all.rp_filter=2"]);
     }
 
     fn name(&self) -> &str {
@@ -220,39 +218,16 @@ struct Pair {
 
 impl Pair {
     fn create() -> Pair {
-        let pair = Pair {
-            a: Ns::create(),
-            b: Ns::create(),
+        let end = |dev, v4, v6| VethEnd {
+            prefix: "kgw",
+            dev,
+            v4,
+            v6,
         };
-        let (a, b) = (&pair.a, &pair.b);
-        a.ip(&[
-            "link",
-            "add",
-            VETH_A,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            VETH_B,
-            "netns",
-            b.name(),
-        ]);
-        a.ip(&["addr", "add", &format!("{A4}/24"), "dev", VETH_A]);
-        a.ip(&["addr", "add", &format!("{A6}/64"), "dev", VETH_A, "nodad"]);
-        b.ip(&["addr", "add", &format!("{B4}/24"), "dev", VETH_B]);
-        b.ip(&["addr", "add", &format!("{B6}/64"), "dev", VETH_B, "nodad"]);
-        a.ip(&["link", "set", VETH_A, "up"]);
-        b.ip(&["link", "set", VETH_B, "up"]);
-        // IPv6 starts on the pair a second or two after its carrier is up.
-        for dst in [B4, B6] {
-            let ok = wait_for(Duration::from_secs(10), || {
-                a.command(&["ping", "-c", "1", "-W", "1", dst])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
-            });
-            assert!(ok, "{dst} unreachable over the veth pair");
+        let VethPair { a, b } = VethPair::create(end(VETH_A, A4, A6), end(VETH_B, B4, B6)).unwrap();
+        let pair = Pair { a: Ns(a), b: Ns(b) };
+        for ns in [&pair.a, &pair.b] {
+            ns.loose_rp_filter();
         }
         pair
     }
@@ -543,7 +518,7 @@ fn wire(file: &Path) -> Wire {
 /// whole and cut, and joined on the way in, and curl's bytes came through
 /// unchanged all the same.
 fn programs_talk_over(sa: &str, label: &str, extra: &[&str]) {
-    if !can_run("ipsec gateway") {
+    if !testkit::require_root("ipsec gateway") {
         return;
     }
     let start = Instant::now();
@@ -662,7 +637,7 @@ fn ping_curl_and_iperf3_talk_over_ah_and_esp() {
 
 #[test]
 fn a_file_without_sas_passes_everything_in_the_clear() {
-    if !can_run("ipsec gateway") {
+    if !testkit::require_root("ipsec gateway") {
         return;
     }
     let pair = Pair::create();
@@ -698,7 +673,7 @@ fn a_file_without_sas_passes_everything_in_the_clear() {
 
 #[test]
 fn too_big_packets_get_icmp_or_are_fragmented_outside() {
-    if !can_run("ipsec gateway") {
+    if !testkit::require_root("ipsec gateway") {
         return;
     }
     let pair = Pair::create();

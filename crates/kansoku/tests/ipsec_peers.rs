@@ -23,14 +23,7 @@ const K36: &str = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1
 /// Whether `tool` is here; under CI a missing one is a failure, elsewhere
 /// the test is skipped with a note.
 fn have(tool: &str, ok: bool) -> bool {
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{tool} is missing under CI: scripts/install-deps.sh installs it"
-        );
-        eprintln!("skipped: {tool} is not installed (scripts/install-deps.sh installs it)");
-    }
-    ok
+    testkit::require(tool, ok)
 }
 
 fn have_scapy() -> bool {

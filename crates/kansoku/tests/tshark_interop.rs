@@ -158,7 +158,9 @@ fn tshark_and_the_codecs_own_tools_read_files_with_stream_checksums() {
                 "{tool} -t: {}",
                 String::from_utf8_lossy(&t.stderr)
             ),
-            Err(e) => assert!(std::env::var_os("CI").is_none(), "{tool}: {e}"),
+            Err(_) => {
+                testkit::require_tool(tool);
+            }
         }
     }
 }

@@ -236,7 +236,7 @@ fn urls_that_cannot_be_used_are_input_errors() {
 
 #[test]
 fn a_delay_line_under_the_clients_shows_in_the_connect_times() {
-    if !capture::netns::can_run("webbench --delay") {
+    if !testkit::require_root("webbench --delay") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -391,7 +391,7 @@ fn a_sweep_runs_one_step_per_connection_count() {
 
 #[test]
 fn the_server_side_seen_from_its_packets_agrees_with_the_clients_and_littles_law() {
-    if !capture::netns::can_run("webbench --observe") {
+    if !testkit::require_root("webbench --observe") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -465,15 +465,10 @@ fn the_server_side_seen_from_its_packets_agrees_with_the_clients_and_littles_law
 
 #[test]
 fn bench_web_paper_runs_experiment_1_against_nginx_and_leaves_nothing_behind() {
-    if !capture::netns::can_run("bench web-paper") {
+    if !testkit::require_root("bench web-paper") {
         return;
     }
-    if Command::new("nginx").arg("-v").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "nginx is missing: scripts/install-deps.sh installs it"
-        );
-        eprintln!("skipping: no nginx");
+    if !testkit::require_tool("nginx") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

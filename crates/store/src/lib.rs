@@ -2,16 +2,17 @@
 //! HTTP interface ([`client`]), in tables whose rows carry each summary's
 //! id so that a summary sent twice is counted once ([`schema`]), sent from
 //! a local spool that survives crashes and outages ([`spool`]), and read
-//! back by the web view ([`source`]) and `kansoku store export`.
+//! back by the web view ([`source`]) and `kansoku store export`. [`local`]
+//! runs a private ClickHouse server for benchmarks and tests.
 
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod local;
 pub mod rollup;
 pub mod schema;
 pub mod source;
 pub mod spool;
-pub mod testing;
 
 pub use client::{valid_identifier, valid_name, Client, Credentials, StoreError, StoreUrl};
 pub use rollup::{merge, MergeSpec, MergeStats};

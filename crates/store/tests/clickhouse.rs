@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aguri::{FlowKey, ProfilerConfig, Summary};
-use store::testing::ClickHouse;
 use store::{Client, Credentials, Sender, Spool};
+use testkit::ClickHouse;
 
 /// `n` 5-minute summaries of a probe's traffic, with the 2-D view.
 fn summaries(seed: u64, n: u64) -> Vec<Summary> {
@@ -43,7 +43,7 @@ fn summaries(seed: u64, n: u64) -> Vec<Summary> {
 #[test]
 fn summaries_go_in_once_and_come_back_exact() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(mut ch) = ClickHouse::start(dir.path()) else {
+    let Some(mut ch) = testkit::clickhouse(dir.path()) else {
         return;
     };
     let c = ch.client();
@@ -98,7 +98,7 @@ fn summaries_go_in_once_and_come_back_exact() {
 #[test]
 fn the_spool_keeps_what_the_store_cannot_take_and_sends_it_once() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(mut ch) = ClickHouse::start(dir.path()) else {
+    let Some(mut ch) = testkit::clickhouse(dir.path()) else {
         return;
     };
     let c = ch.client();
@@ -122,7 +122,7 @@ fn the_spool_keeps_what_the_store_cannot_take_and_sends_it_once() {
                 !spool.pending().unwrap().is_empty(),
                 "the spool holds what waits"
             );
-            ch.run();
+            ch.run().unwrap();
         }
     }
     let left = sender.finish(&spool, Duration::from_secs(120));
@@ -145,7 +145,7 @@ fn the_spool_keeps_what_the_store_cannot_take_and_sends_it_once() {
 #[test]
 fn a_store_answering_errors_keeps_the_summaries_waiting() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(ch) = ClickHouse::start(dir.path()) else {
+    let Some(ch) = testkit::clickhouse(dir.path()) else {
         return;
     };
     let c = ch.client();
@@ -181,16 +181,13 @@ fn a_store_answering_errors_keeps_the_summaries_waiting() {
 #[test]
 fn a_two_shard_cluster_holds_the_summaries_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((a, b)) = ClickHouse::start_cluster(dir.path()) else {
+    let Some((a, b)) = testkit::clickhouse_cluster(dir.path()) else {
         return;
     };
     let on = |ch: &ClickHouse, db: &str| {
         let mut url = ch.url();
         url.database = db.to_string();
-        Client::new(
-            url,
-            Some(Credentials::new("kansoku", store::testing::PASSWORD)),
-        )
+        Client::new(url, Some(Credentials::new("kansoku", testkit::PASSWORD)))
     };
     for ch in [&a, &b] {
         store::init(&on(ch, "fleet_local")).unwrap();
@@ -306,7 +303,7 @@ fn tailed(seed: u64, n: u64, two_d: bool, v6_heavy: bool) -> Vec<Summary> {
 #[test]
 fn re_aggregation_at_the_server_is_the_files_merge() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(ch) = ClickHouse::start(dir.path()) else {
+    let Some(ch) = testkit::clickhouse(dir.path()) else {
         return;
     };
     let c = ch.client();
@@ -466,10 +463,10 @@ fn re_aggregation_at_the_server_is_the_files_merge() {
 /// and once there is room each is stored once.
 #[test]
 fn a_store_whose_disk_is_full_keeps_the_summaries_waiting() {
-    let Some(disk) = store::testing::Tmpfs::mount(512 * 1024) else {
+    let Some(disk) = testkit::Tmpfs::mount(512 * 1024) else {
         return;
     };
-    let Some(ch) = ClickHouse::start(disk.path()) else {
+    let Some(ch) = testkit::clickhouse(disk.path()) else {
         return;
     };
     let c = ch.client();

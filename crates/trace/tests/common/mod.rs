@@ -82,14 +82,10 @@ pub fn read_to_end(mut r: TraceReader) -> (Vec<Pkt>, Option<String>) {
     }
 }
 
-/// Whether tshark runs here; where it does not, the tests that need it say
-/// so and skip (scripts/install-deps.sh installs it for CI).
+/// Whether tshark is here; where it is not, the tests that need it say so
+/// and skip, except under CI, where it is a failure ([`testkit::require`]).
 pub fn have_tshark() -> bool {
-    if Command::new("tshark").arg("-v").output().is_ok() {
-        return true;
-    }
-    eprintln!("tshark not installed; skipping");
-    false
+    testkit::require_tool("tshark")
 }
 
 /// The length on the wire of every packet tshark reads from `path`, in
