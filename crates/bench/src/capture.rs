@@ -449,10 +449,10 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
             .map_err(crate::chart_error)?;
     }
     if args.json {
-        serde_json::to_writer(&mut *out, &results).map_err(io::Error::from)?;
-        writeln!(out)?;
+        serde_json::to_writer(&mut *out, &results).map_err(|e| Error::stdout(e.into()))?;
+        writeln!(out).map_err(Error::stdout)?;
     } else {
-        write_table(out, &results, &loads)?;
+        write_table(out, &results, &loads).map_err(Error::stdout)?;
     }
     Ok(report)
 }

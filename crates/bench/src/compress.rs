@@ -420,9 +420,9 @@ pub fn run(args: &BenchCompressArgs, stop: &AtomicBool, out: &mut dyn Write) -> 
         });
     }
     if args.json {
-        print_json(out, args, &codecs, &results)?;
+        print_json(out, args, &codecs, &results).map_err(Error::stdout)?;
     } else {
-        print_tables(out, args, &codecs, &results)?;
+        print_tables(out, args, &codecs, &results).map_err(Error::stdout)?;
     }
     Ok(report)
 }

@@ -263,9 +263,9 @@ pub fn run(args: &BenchDiskArgs, stop: &AtomicBool, out: &mut dyn Write) -> Resu
         Err(e) => return Err(Error::output(display_path(&args.dir), &e)),
     };
     if args.json {
-        print_json(out, args, &rep)?;
+        print_json(out, args, &rep).map_err(Error::stdout)?;
     } else {
-        print_tables(out, args, &rep)?;
+        print_tables(out, args, &rep).map_err(Error::stdout)?;
     }
     Ok(Report::default())
 }

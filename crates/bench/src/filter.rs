@@ -258,16 +258,17 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
     let ghz = cpu_ghz();
     let mut report = Report::default();
     let mut rows = Vec::new();
-    writeln!(out, "# kansoku bench filter (single core; fast engine timed for >= {} s, the linear baseline once over the trace or a sample of it)", args.min_seconds)?;
+    writeln!(out, "# kansoku bench filter (single core; fast engine timed for >= {} s, the linear baseline once over the trace or a sample of it)", args.min_seconds).map_err(Error::stdout)?;
     if let Some(g) = ghz {
-        writeln!(out, "# CPU clock from /proc/cpuinfo: {g:.3} GHz")?;
+        writeln!(out, "# CPU clock from /proc/cpuinfo: {g:.3} GHz").map_err(Error::stdout)?;
     }
     if args.peer == Some(FilterPeer::Dpdk) {
         writeln!(
             out,
             "# peer: DPDK's ACL library ({}, batches of 256, 3 passes, on this core)",
             dpdk_acl::PROGRAM
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
     for (r, t) in &pairs {
         writeln!(
@@ -276,9 +277,10 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
             set_name(r),
             display_path(r),
             display_path(t)
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
-    writeln!(out)?;
+    writeln!(out).map_err(Error::stdout)?;
     let peer_col = args.peer.is_some();
     let mut columns = vec![
         "set",
@@ -295,12 +297,13 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
     if peer_col {
         columns.push("vs dpdk");
     }
-    table::header_all(out, &columns, Align::Left)?;
+    table::header_all(out, &columns, Align::Left).map_err(Error::stdout)?;
     let mut paper_points: Vec<PaperPoint> = Vec::new();
     // Said after the table, which a line inside would break.
     let mut notes: Vec<String> = Vec::new();
     let mut updates: Vec<(String, usize, UpdateLatency)> = Vec::new();
-    let scratch = tempfile::tempdir().map_err(Error::from)?;
+    let scratch = tempfile::tempdir()
+        .map_err(|e| Error::output("a temporary directory for the rule sets' updates", &e))?;
     'pairs: for (i, (rules_path, trace_path)) in pairs.iter().enumerate() {
         let rules = load_rules(rules_path)?;
         let (keys, expected) = read_all(trace_path, rules.len(), args.packets)?;
@@ -433,7 +436,7 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                         format!("{:.2}x", p.ns_per_packet / m.ns_per_packet)
                     }));
                 }
-                table::row(out, &cells)?;
+                table::row(out, &cells).map_err(Error::stdout)?;
                 first_row = false;
                 rows.push(json!({
                     "rules": label, "rules_file": display_path(rules_path), "n": set.len(),
@@ -459,7 +462,7 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                     format!("{:.1}x", lin.ns_per_packet / p.ns_per_packet),
                     String::new(),
                 ];
-                table::row(out, &cells)?;
+                table::row(out, &cells).map_err(Error::stdout)?;
                 rows.push(json!({
                     "rules": label, "rules_file": display_path(rules_path), "n": set.len(),
                     "trace": display_path(trace_path), "packets": keys.len(), "engine": "dpdk",
@@ -478,15 +481,15 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
         }
     }
     if !notes.is_empty() {
-        writeln!(out)?;
+        writeln!(out).map_err(Error::stdout)?;
         for n in &notes {
-            writeln!(out, "- {n}")?;
+            writeln!(out, "- {n}").map_err(Error::stdout)?;
         }
     }
     if !updates.is_empty() {
-        writeln!(out)?;
-        writeln!(out, "## Updates: the fast engine, each rule deleted and put back in place, no rebuild (µs per operation)")?;
-        writeln!(out)?;
+        writeln!(out).map_err(Error::stdout)?;
+        writeln!(out, "## Updates: the fast engine, each rule deleted and put back in place, no rebuild (µs per operation)").map_err(Error::stdout)?;
+        writeln!(out).map_err(Error::stdout)?;
         table::header_all(
             out,
             &[
@@ -500,7 +503,8 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                 "answers after",
             ],
             Align::Left,
-        )?;
+        )
+        .map_err(Error::stdout)?;
         for (label, n, u) in &updates {
             table::row(
                 out,
@@ -518,7 +522,8 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
                         format!("{} changed", u.changed)
                     },
                 ],
-            )?;
+            )
+            .map_err(Error::stdout)?;
             rows.push(json!({
                 "rules": label, "n": n, "engine": "fast", "update_ops": u.ops,
                 "delete_p50_us": u.delete_us.0, "delete_p99_us": u.delete_us.1,
@@ -528,9 +533,9 @@ pub fn run(args: &BenchFilterArgs, stop: &AtomicBool, out: &mut dyn Write) -> Re
     }
     let fits = print_fits(out, &paper_points, ghz)?;
     if args.json {
-        writeln!(out, "{}", json!({"results": rows, "fits": fits}))?;
+        writeln!(out, "{}", json!({"results": rows, "fits": fits})).map_err(Error::stdout)?;
     }
-    out.flush()?;
+    out.flush().map_err(Error::stdout)?;
     Ok(report)
 }
 
@@ -541,9 +546,9 @@ fn print_fits(out: &mut dyn Write, points: &[PaperPoint], ghz: Option<f64>) -> R
     if points.len() < 2 {
         return Ok(fits);
     }
-    writeln!(out)?;
-    writeln!(out, "## The paper's model T = T_O + α·T_P (Tables 2 and 3), least squares over the rule-set sizes above")?;
-    writeln!(out)?;
+    writeln!(out).map_err(Error::stdout)?;
+    writeln!(out, "## The paper's model T = T_O + α·T_P (Tables 2 and 3), least squares over the rule-set sizes above").map_err(Error::stdout)?;
+    writeln!(out).map_err(Error::stdout)?;
     table::header_all(
         out,
         &[
@@ -556,7 +561,8 @@ fn print_fits(out: &mut dyn Write, points: &[PaperPoint], ghz: Option<f64>) -> R
             "residuals ns (per size)",
         ],
         Align::Left,
-    )?;
+    )
+    .map_err(Error::stdout)?;
     for (e, kind) in EngineKind::ALL.iter().enumerate() {
         let pts: Vec<(f64, f64)> = points.iter().map(|p| (p.alpha, p.ns[e])).collect();
         let Some(f) = fit(&pts) else { continue };
@@ -574,7 +580,8 @@ fn print_fits(out: &mut dyn Write, points: &[PaperPoint], ghz: Option<f64>) -> R
                 ratio,
                 res.join(" "),
             ],
-        )?;
+        )
+        .map_err(Error::stdout)?;
         fits.push(json!({"engine": kind.name(), "t_o_ns": f.t_o, "t_p_ns": f.t_p, "ghz": ghz, "residuals_ns": f.residuals,
             "points": points.iter().map(|p| json!({"rules": p.label, "n": p.n, "alpha": p.alpha, "ns": p.ns[e]})).collect::<Vec<_>>()}));
     }

@@ -237,14 +237,14 @@ pub fn run(a: &BenchStoreArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result
         sent,
         c.execute("SELECT version()").map_err(store_err)?.trim(),
         a.rounds
-    )?;
+    ).map_err(Error::stdout)?;
     writeln!(
         out,
         "Ingest: {:.0} summaries/s ({:.0} entry rows/s), batches of 2048 over HTTP; the server's background \
          merges of the load then took {settle_s:.0} s more (the queries below ran after them).\n",
         sent as f64 / ingest_s,
         rows as f64 / ingest_s
-    )?;
+    ).map_err(Error::stdout)?;
     header(
         out,
         &[
@@ -256,7 +256,8 @@ pub fn run(a: &BenchStoreArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result
             ("store / files", Align::Right),
             ("same answer", Align::Left),
         ],
-    )?;
+    )
+    .map_err(Error::stdout)?;
     let mut failures = Vec::new();
     let scratch = tmp.path().join("out");
     std::fs::create_dir_all(&scratch).map_err(io("a temporary directory"))?;
@@ -354,7 +355,8 @@ pub fn run(a: &BenchStoreArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result
                     "totals (the roll-ups fold each day first)".to_string()
                 },
             ],
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
     // The web view of one probe's month, from the store.
     let src = store::StoreSource::open(ch.client()).map_err(store_err)?;
@@ -372,7 +374,7 @@ pub fn run(a: &BenchStoreArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result
          {w:.0} ms (first {first:.0} ms), {} KiB; target under 1000 ms.",
         month_days * per_day,
         size / 1024
-    )?;
+    ).map_err(Error::stdout)?;
     if w > 1000.0 {
         eprintln!("bench store: the month's view took {w:.0} ms, over its target of 1000 ms");
     }

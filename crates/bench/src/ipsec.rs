@@ -340,7 +340,8 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
         writeln!(
             out,
             "## IPsec per packet: the engine beside the same primitives alone (one core)\n"
-        )?;
+        )
+        .map_err(Error::stdout)?;
         table::header(
             out,
             &[
@@ -355,7 +356,8 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
                 ("crypto-only ns", Align::Right),
                 ("crypto-only / engine", Align::Right),
             ],
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
     for s in &chosen {
         let keyings: &[Keying] = if s.name.contains("3des") || s.name.contains("blowfish") {
@@ -415,7 +417,8 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
                                 format!("{:.0}", m.crypto_ns),
                                 format!("{share:.2}"),
                             ],
-                        )?;
+                        )
+                        .map_err(Error::stdout)?;
                     }
                 }
             }
@@ -455,7 +458,7 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
             }
         }
         if !args.json && !openssl.is_empty() {
-            writeln!(out, "\n## The same ciphers in openssl speed (one direction; kansoku's primitives, integrity included, one way of the round trip)\n")?;
+            writeln!(out, "\n## The same ciphers in openssl speed (one direction; kansoku's primitives, integrity included, one way of the round trip)\n").map_err(Error::stdout)?;
             table::header(
                 out,
                 &[
@@ -466,7 +469,8 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
                     ("kansoku primitives MB/s", Align::Right),
                     ("kansoku / openssl", Align::Right),
                 ],
-            )?;
+            )
+            .map_err(Error::stdout)?;
             for o in &openssl {
                 let a = o["openssl_mb_s"].as_f64();
                 let b = o["kansoku_one_way_mb_s"].as_f64();
@@ -483,12 +487,14 @@ pub fn run(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
                             _ => "n/a".into(),
                         },
                     ],
-                )?;
+                )
+                .map_err(Error::stdout)?;
             }
         }
     }
     if args.json {
-        writeln!(out, "{}", json!({"per_packet": rows, "openssl": openssl}))?;
+        writeln!(out, "{}", json!({"per_packet": rows, "openssl": openssl}))
+            .map_err(Error::stdout)?;
     }
     Ok(Report::default())
 }

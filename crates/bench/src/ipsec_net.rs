@@ -914,17 +914,19 @@ pub fn run_link(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -
                 "checks": checks,
                 "gateways": gateways,
             })
-        )?;
+        )
+        .map_err(Error::stdout)?;
     } else {
         write_link_tables(out, &rows, &families, rate.as_deref(), args.cpu_hog)?;
-        writeln!(out, "\n## The paper's findings, here\n")?;
+        writeln!(out, "\n## The paper's findings, here\n").map_err(Error::stdout)?;
         for c in &checks {
             writeln!(
                 out,
                 "- {}: {}",
                 c["claim"].as_str().unwrap_or(""),
                 c["verdict"].as_str().unwrap_or("")
-            )?;
+            )
+            .map_err(Error::stdout)?;
         }
     }
     if let Some(dir) = &args.plot_dir {
@@ -1091,7 +1093,8 @@ fn write_link_tables(
         } else {
             ""
         }
-    )?;
+    )
+    .map_err(Error::stdout)?;
     let mut tests: Vec<Test> = Vec::new();
     for r in rows {
         if let Some(t) = r.kind {
@@ -1108,7 +1111,7 @@ fn write_link_tables(
     }
     for t in &tests {
         let unit = if t.is_stream() { "Mbit/s" } else { "trans/s" };
-        writeln!(out, "\n## {}\n", t.name())?;
+        writeln!(out, "\n## {}\n", t.name()).map_err(Error::stdout)?;
         let mut cols: Vec<(String, Align)> = vec![("config".into(), Align::Left)];
         for ip in families {
             cols.push((format!("IPv{ip} {unit}"), Align::Right));
@@ -1125,7 +1128,7 @@ fn write_link_tables(
             cols.push(("CPU A/B".into(), Align::Right));
         }
         let cols_ref: Vec<(&str, Align)> = cols.iter().map(|(n, a)| (n.as_str(), *a)).collect();
-        table::header(out, &cols_ref)?;
+        table::header(out, &cols_ref).map_err(Error::stdout)?;
         for c in &configs {
             let mut cells = vec![c.to_string()];
             for &ip in families {
@@ -1170,7 +1173,7 @@ fn write_link_tables(
                     }
                 }
             }
-            table::row(out, &cells)?;
+            table::row(out, &cells).map_err(Error::stdout)?;
         }
     }
     Ok(())
@@ -1278,17 +1281,19 @@ pub fn run_dv(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> 
             out,
             "{}",
             json!({"part": "dv", "seconds": args.seconds, "test": test.name(), "results": rows, "gateways": gateways})
-        )?;
+        ).map_err(Error::stdout)?;
     } else {
         writeln!(
             out,
             "# bench ipsec, part (c): a DV-like stream ({}) over IPv6\n",
             test.name()
-        )?;
+        )
+        .map_err(Error::stdout)?;
         writeln!(
             out,
             "The paper (Fig. 13-14): ESP about 30% below NONE; Blowfish about 20% below 3DES.\n"
-        )?;
+        )
+        .map_err(Error::stdout)?;
         table::header(
             out,
             &[
@@ -1301,7 +1306,8 @@ pub fn run_dv(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> 
                 ("jitter ms", Align::Right),
                 ("gateway CPU A/B", Align::Right),
             ],
-        )?;
+        )
+        .map_err(Error::stdout)?;
         let none = rows
             .iter()
             .find(|r| r.config == "none")
@@ -1325,13 +1331,15 @@ pub fn run_dv(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> 
                         .collect::<Vec<_>>()
                         .join("/"),
                 ],
-            )?;
+            )
+            .map_err(Error::stdout)?;
         }
-        writeln!(out, "\n## Per second: packets received / bytes received\n")?;
+        writeln!(out, "\n## Per second: packets received / bytes received\n")
+            .map_err(Error::stdout)?;
         let mut cols = vec![("second".to_string(), Align::Right)];
         cols.extend(rows.iter().map(|r| (r.config.clone(), Align::Right)));
         let cols_ref: Vec<(&str, Align)> = cols.iter().map(|(n, a)| (n.as_str(), *a)).collect();
-        table::header(out, &cols_ref)?;
+        table::header(out, &cols_ref).map_err(Error::stdout)?;
         let secs = rows
             .iter()
             .map(|r| r.outcome.per_second.len())
@@ -1344,7 +1352,7 @@ pub fn run_dv(args: &BenchIpsecArgs, stop: &AtomicBool, out: &mut dyn Write) -> 
                     format!("{} / {:.0}", x.count, x.mbit_s * 1e6 / 8.0)
                 }));
             }
-            table::row(out, &cells)?;
+            table::row(out, &cells).map_err(Error::stdout)?;
         }
     }
     if let Some(dir) = &args.plot_dir {

@@ -77,7 +77,7 @@ pub fn run(args: &BenchArgs, stop: &AtomicBool) -> Result<Report> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let report = run_to(args, stop, &mut out)?;
-    out.flush()?;
+    out.flush().map_err(Error::stdout)?;
     Ok(report)
 }
 

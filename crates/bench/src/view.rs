@@ -144,7 +144,7 @@ pub fn run(a: &BenchViewArgs, _stop: &AtomicBool, out: &mut dyn Write) -> Result
         "`kansoku web`'s view JSON (whole range, view src, over HTTP on loopback) beside `kansoku profile --merge` \
          of the same files; medians of {} rounds.\n",
         a.rounds
-    )?;
+    ).map_err(Error::stdout)?;
     header(
         out,
         &[
@@ -158,7 +158,8 @@ pub fn run(a: &BenchViewArgs, _stop: &AtomicBool, out: &mut dyn Write) -> Result
             ("web / merge", Align::Right),
             ("target ms", Align::Right),
         ],
-    )?;
+    )
+    .map_err(Error::stdout)?;
     for (name, dir, target_ms, step) in [
         ("a day of 5-minute summaries", &day, 200.0, 300),
         ("a month of hourly summaries", &month, 1000.0, 3600),
@@ -214,7 +215,8 @@ pub fn run(a: &BenchViewArgs, _stop: &AtomicBool, out: &mut dyn Write) -> Result
                 format!("{:.3}", w / m),
                 format!("{target_ms:.0}"),
             ],
-        )?;
+        )
+        .map_err(Error::stdout)?;
         if w > target_ms {
             eprintln!(
                 "bench view: {name}: the view took {w:.1} ms, over its target of {target_ms:.0} ms"
@@ -254,7 +256,8 @@ pub fn run(a: &BenchViewArgs, _stop: &AtomicBool, out: &mut dyn Write) -> Result
                     format!("{:.3}", sw / m),
                     format!("{target_ms:.0}"),
                 ],
-            )?;
+            )
+            .map_err(Error::stdout)?;
         }
     }
     Ok(Report::default())

@@ -169,7 +169,11 @@ struct Confined(Vec<usize>);
 
 impl Confined {
     fn to(cpus: &[usize], before: &[usize]) -> Result<Confined> {
-        capture::usage::confine_current_thread(cpus)?;
+        capture::usage::confine_current_thread(cpus).map_err(|e| {
+            Error::input(format!(
+                "confining the load generator to CPUs {cpus:?}: {e}"
+            ))
+        })?;
         Ok(Confined(before.to_vec()))
     }
 }
@@ -182,7 +186,8 @@ impl Drop for Confined {
 
 pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
     let target = Target::parse(&a.url).map_err(Error::input)?;
-    let allowed = capture::usage::allowed_cpus()?;
+    let allowed = capture::usage::allowed_cpus()
+        .map_err(|e| Error::input(format!("the CPUs this process may use: {e}")))?;
     let cpus = generator_cpus(a.generator_cpus.as_deref(), &allowed).map_err(Error::input)?;
     let _confined = Confined::to(&cpus, &allowed)?;
     let cpu_list = cpus
@@ -221,8 +226,8 @@ pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<R
                 "median_ratio": median,
             }),
         )
-        .map_err(std::io::Error::from)?;
-        writeln!(out)?;
+        .map_err(|e| Error::stdout(e.into()))?;
+        writeln!(out).map_err(Error::stdout)?;
         return Ok(Report::default());
     }
     writeln!(
@@ -234,9 +239,9 @@ pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<R
         a.seconds,
         a.url,
         allowed.len()
-    )?;
-    writeln!(out, "| round | kansoku req/s | wrk req/s | kansoku / wrk | kansoku p50 / p99 ms | wrk p50 / p99 ms |")?;
-    writeln!(out, "|---:|---:|---:|---:|---:|---:|")?;
+    ).map_err(Error::stdout)?;
+    writeln!(out, "| round | kansoku req/s | wrk req/s | kansoku / wrk | kansoku p50 / p99 ms | wrk p50 / p99 ms |").map_err(Error::stdout)?;
+    writeln!(out, "|---:|---:|---:|---:|---:|---:|").map_err(Error::stdout)?;
     for (i, r) in rounds.iter().enumerate() {
         writeln!(
             out,
@@ -249,9 +254,10 @@ pub fn run(a: &BenchWebArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<R
             r.kansoku.p99_ms,
             r.wrk.p50_ms,
             r.wrk.p99_ms
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
-    writeln!(out, "\nmedian kansoku / wrk: {median:.2}")?;
+    writeln!(out, "\nmedian kansoku / wrk: {median:.2}").map_err(Error::stdout)?;
     Ok(Report::default())
 }
 

@@ -275,12 +275,13 @@ fn experiment_1(
         out,
         "\n### Experiment 1, {}: 10 KB, 110 requests/s, 100 clients, a connection per request, {} s a run\n",
         s.name, a.exp1_seconds
-    )?;
-    writeln!(out, "| run | delay | req/s | errors | lifetime ms (client) | in progress at the server | max | Little's law, client's lifetimes | measured / predicted | Little's law, server's log | resets | delay line |")?;
+    ).map_err(Error::stdout)?;
+    writeln!(out, "| run | delay | req/s | errors | lifetime ms (client) | in progress at the server | max | Little's law, client's lifetimes | measured / predicted | Little's law, server's log | resets | delay line |").map_err(Error::stdout)?;
     writeln!(
         out,
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-    )?;
+    )
+    .map_err(Error::stdout)?;
     let mut rows = Vec::new();
     let runs = [("1-1", 0), ("1-2", 1), ("1-5", 2)];
     for (run, d) in runs {
@@ -343,7 +344,7 @@ fn experiment_1(
                 Some(true) => "valid",
                 Some(false) => "INVALID",
             }
-        )?;
+        ).map_err(Error::stdout)?;
         rows.push(serde_json::json!({"run": run, "delay": label, "tool": "kansoku", "report": v}));
     }
     if a.no_httperf {
@@ -402,7 +403,7 @@ fn experiment_1(
             f(srv, &["littles_law"]),
             f(srv, &["resets_by_server"]) + f(srv, &["resets_by_client"]),
             if v["delay_line"]["valid"].as_bool() == Some(true) { "valid" } else { "INVALID" }
-        )?;
+        ).map_err(Error::stdout)?;
         rows.push(serde_json::json!({"run": run, "delay": profile, "tool": "httperf", "report": v, "httperf": text}));
     }
     Ok(Value::Array(rows))
@@ -432,7 +433,7 @@ fn experiment_2(
             out,
             "\n### Experiment 2, {}, run {run} ({label}): 2 KB, fixed concurrency, {} s a step, {} s between\n",
             s.name, a.step_seconds, a.cooldown_seconds
-        )?;
+        ).map_err(Error::stdout)?;
         let mut args: Vec<String> = vec![
             "webbench".into(),
             url.clone(),
@@ -456,11 +457,12 @@ fn experiment_2(
             args.extend(["--delay".into(), d.clone()]);
         }
         let (v, _) = kansoku_json(ns, &args, false)?;
-        writeln!(out, "| connections | req/s | arrivals/s | in progress | Little's law | reset rate | resets (server/client) | ListenOverflows | connect p50 / p99 ms | connects > 1 s | errors | generator busy |")?;
+        writeln!(out, "| connections | req/s | arrivals/s | in progress | Little's law | reset rate | resets (server/client) | ListenOverflows | connect p50 / p99 ms | connects > 1 s | errors | generator busy |").map_err(Error::stdout)?;
         writeln!(
             out,
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        )?;
+        )
+        .map_err(Error::stdout)?;
         for st in v["steps"].as_array().into_iter().flatten() {
             let errors: u64 = st["results"]["errors"]
                 .as_object()
@@ -483,7 +485,7 @@ fn experiment_2(
                 f(st, &["results", "connect", "p50_ms"]),
                 f(st, &["results", "connect", "p99_ms"]),
                 f(st, &["results", "generator_busy"]) * 100.0,
-            )?;
+            ).map_err(Error::stdout)?;
         }
         all.push(serde_json::json!({"run": run, "delay": label, "report": v}));
     }
@@ -532,12 +534,12 @@ fn rtt_check(
         s.name,
         a.rtt_rate,
         a.rtt_seconds
-    )?;
+    ).map_err(Error::stdout)?;
     writeln!(
         out,
         "| packets/s through the line, the load's seconds | the run's (drain included) | handshakes | seen - given p50 ms | p99 ms | max ms | line lateness p99 us | late (> 1 ms) | tap drops | delay line |"
-    )?;
-    writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    ).map_err(Error::stdout)?;
+    writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|").map_err(Error::stdout)?;
     writeln!(
         out,
         "| {:.0} | {pps:.0} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} |",
@@ -554,7 +556,8 @@ fn rtt_check(
         } else {
             "INVALID"
         }
-    )?;
+    )
+    .map_err(Error::stdout)?;
     if d["valid"].as_bool() != Some(true) {
         report.problems.push(format!(
             "{}: the precision run's delay line was invalid",
@@ -841,7 +844,7 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
         rtts[99],
         mean / median,
         dir.display()
-    )?;
+    ).map_err(Error::stdout)?;
     let mut report = Report::default();
     let mut results = Vec::new();
     let base = 18_000 + (std::process::id() % 1000) as u16 * 2;
@@ -855,7 +858,7 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
             WebServer::Apache => apache(&ns, &dir, &www, port)?,
         };
         wait_ready(&ns, port)?;
-        writeln!(out, "\n## {}\n\n{}", server.name, server.setup)?;
+        writeln!(out, "\n## {}\n\n{}", server.name, server.setup).map_err(Error::stdout)?;
         let mut r = serde_json::json!({"server": server.name, "setup": server.setup});
         let mut plots = Vec::new();
         if a.experiments.contains(&1) {
@@ -878,9 +881,9 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
             r["experiment_2"] = runs;
         }
         if !plots.is_empty() {
-            writeln!(out, "\nPlots:")?;
+            writeln!(out, "\nPlots:").map_err(Error::stdout)?;
             for p in &plots {
-                writeln!(out, "- {}", p.display())?;
+                writeln!(out, "- {}", p.display()).map_err(Error::stdout)?;
             }
         }
         results.push(r);

@@ -184,7 +184,7 @@ fn capture_into<W: Write + Send>(
     if a.json {
         let mut v = serde_json::to_value(&r).map_err(|e| Error::input(e.to_string()))?;
         v["bytes_out"] = bytes_out.into();
-        writeln!(out, "{v}")?;
+        writeln!(out, "{v}").map_err(Error::stdout)?;
     } else {
         writeln!(
             out,
@@ -193,7 +193,8 @@ fn capture_into<W: Write + Send>(
             display_path(&a.write),
             r.kernel_drops,
             r.dropped_kansoku
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
     Ok(report)
 }
@@ -285,7 +286,7 @@ fn capture_xdp<W: Write>(
                 "bad_descriptors": xsk.bad_descriptors(),
             },
         });
-        writeln!(out, "{v}")?;
+        writeln!(out, "{v}").map_err(Error::stdout)?;
     } else {
         writeln!(
             out,
@@ -293,7 +294,8 @@ fn capture_xdp<W: Write>(
             display_path(&a.write),
             w.bytes_out,
             stats.lost()
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
     Ok(report)
 }

@@ -9,7 +9,6 @@
 //! file per ring. The accounting is `pipeline::CaptureReport`'s.
 
 use std::ffi::OsString;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -244,7 +243,10 @@ fn finish(
         if to_stdout {
             return crate::output::print_json(&r);
         }
-        eprintln!("{}", serde_json::to_string(&r).map_err(io::Error::from)?);
+        eprintln!(
+            "{}",
+            serde_json::to_string(&r).map_err(|e| Error::output("standard error", &e.into()))?
+        );
         return Ok(());
     }
     eprintln!("kansoku: {}", r.describe());

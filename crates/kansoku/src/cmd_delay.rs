@@ -185,7 +185,12 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         print(&mut io::stdout().lock(), &out, args, &profile)
     };
     if let Err(e) = printed {
-        report.failed(e.into());
+        let stream = if child.is_some() {
+            "standard error"
+        } else {
+            "standard output"
+        };
+        report.failed(Error::output(stream, &e));
     }
     Ok(report)
 }

@@ -98,13 +98,14 @@ fn report_run(filter: &Filter, as_json: bool) -> pipeline::Result<()> {
             "passed": {"packets": pass.packets, "bytes": pass.bytes},
             "rejected": {"packets": reject.packets, "bytes": reject.bytes},
         });
-        writeln!(out, "{v}")?;
+        writeln!(out, "{v}").map_err(Error::stdout)?;
     } else {
         writeln!(
             out,
             "{:>10} {:>7} {:>12} {:>14}  rule",
             "id", "action", "packets", "bytes"
-        )?;
+        )
+        .map_err(Error::stdout)?;
         for (r, h) in rules.rules().iter().zip(&c.rules) {
             writeln!(
                 out,
@@ -113,27 +114,31 @@ fn report_run(filter: &Filter, as_json: bool) -> pipeline::Result<()> {
                 r.action.to_string(),
                 h.packets,
                 h.bytes
-            )?;
+            )
+            .map_err(Error::stdout)?;
         }
         writeln!(
             out,
             "{:>10} {:>7} {:>12} {:>14}  (no rule matched)",
             "default", "reject", c.default.packets, c.default.bytes
-        )?;
+        )
+        .map_err(Error::stdout)?;
         if non_ip.packets > 0 {
             writeln!(
                 out,
                 "{:>10} {:>7} {:>12} {:>14}  (not IP)",
                 "non-ip", "reject", non_ip.packets, non_ip.bytes
-            )?;
+            )
+            .map_err(Error::stdout)?;
         }
         writeln!(
             out,
             "passed {} packets ({} bytes), rejected {} packets ({} bytes)",
             pass.packets, pass.bytes, reject.packets, reject.bytes
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
-    out.flush()?;
+    out.flush().map_err(Error::stdout)?;
     Ok(())
 }
 
@@ -158,10 +163,10 @@ fn explain(args: &FilterExplainArgs) -> pipeline::Result<Report> {
             "first": first.map(|f| rule_json(&rules, f as usize)),
             "also": later.iter().map(|&i| rule_json(&rules, i)).collect::<Vec<_>>(),
         });
-        writeln!(out, "{v}")?;
+        writeln!(out, "{v}").map_err(Error::stdout)?;
         return Ok(Report::default());
     }
-    writeln!(out, "packet: {key}")?;
+    writeln!(out, "packet: {key}").map_err(Error::stdout)?;
     match first {
         Some(f) => {
             let r = &rules.rules()[f as usize];
@@ -170,13 +175,17 @@ fn explain(args: &FilterExplainArgs) -> pipeline::Result<Report> {
                 "{}: line {}: {r}",
                 r.action.to_string().to_uppercase(),
                 r.line
-            )?;
+            )
+            .map_err(Error::stdout)?;
         }
-        None => writeln!(out, "REJECT: no rule matches (the default rule)")?,
+        None => {
+            writeln!(out, "REJECT: no rule matches (the default rule)").map_err(Error::stdout)?
+        }
     }
     for i in later {
         let r = &rules.rules()[i];
-        writeln!(out, "  also matches, shadowed here: line {}: {r}", r.line)?;
+        writeln!(out, "  also matches, shadowed here: line {}: {r}", r.line)
+            .map_err(Error::stdout)?;
     }
     Ok(Report::default())
 }
@@ -197,11 +206,11 @@ fn lint(args: &FilterLintArgs) -> pipeline::Result<Report> {
                 out,
                 "{}",
                 json!({"kind": kind, "rule": rule_json(&rules, rule), "by": rule_json(&rules, other)})
-            )?;
+            ).map_err(Error::stdout)?;
         } else if kind == "shadowed" {
-            writeln!(out, "{name}:{}: rule {} can never match: rule {} (line {}) matches every packet it would", r.line, r.id, o.id, o.line)?;
+            writeln!(out, "{name}:{}: rule {} can never match: rule {} (line {}) matches every packet it would", r.line, r.id, o.id, o.line).map_err(Error::stdout)?;
         } else {
-            writeln!(out, "{name}:{}: rule {} ({}) overlaps rule {} (line {}, {}); rule {} wins where both match", r.line, r.id, r.action, o.id, o.line, o.action, o.id)?;
+            writeln!(out, "{name}:{}: rule {} ({}) overlaps rule {} (line {}, {}); rule {} wins where both match", r.line, r.id, r.action, o.id, o.line, o.action, o.id).map_err(Error::stdout)?;
         }
     }
     let mut report = Report::default();
@@ -227,8 +236,9 @@ impl<W: Write> Consumer<HeaderSource> for Matcher<'_, W> {
         self.engine.classify_batch(h.keys, results);
         for m in results.iter() {
             match m {
-                Some(i) => writeln!(self.out, "{}", self.rules.rules()[*i as usize].id)?,
-                None => writeln!(self.out, "none")?,
+                Some(i) => writeln!(self.out, "{}", self.rules.rules()[*i as usize].id)
+                    .map_err(Error::stdout)?,
+                None => writeln!(self.out, "none").map_err(Error::stdout)?,
             }
         }
         Ok(Flow::Continue)
@@ -246,7 +256,7 @@ fn match_trace(args: &FilterMatchArgs) -> pipeline::Result<Report> {
     };
     let mut report = pipeline::run(&mut source, &mut m, Control::new(signals::stop_flag()));
     if let Err(e) = m.out.flush() {
-        report.failed(e.into());
+        report.failed(Error::stdout(e));
     }
     Ok(report)
 }
@@ -311,19 +321,21 @@ fn to_v6(args: &FilterV6Args) -> pipeline::Result<Report> {
         .file_stem()
         .and_then(|s| s.to_str())
         .ok_or_else(|| Error::usage("--rules needs a file name"))?;
-    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&args.out).map_err(|e| Error::writing(&args.out, e))?;
     let rules_out = args.out.join(format!("{name}_v6.rules"));
     let trace_out = args.out.join(format!("{name}_v6.trace.zst"));
-    std::fs::write(&rules_out, &text)?;
-    let mut z = zstd::Encoder::new(std::fs::File::create(&trace_out)?, 9)?;
+    std::fs::write(&rules_out, &text).map_err(|e| Error::writing(&rules_out, e))?;
+    let trace_error = |e| Error::writing(&trace_out, e);
+    let file = std::fs::File::create(&trace_out).map_err(trace_error)?;
+    let mut z = zstd::Encoder::new(file, 9).map_err(trace_error)?;
     {
         let mut w = BufWriter::with_capacity(1 << 16, &mut z);
         for (k, m) in keys6.iter().zip(&answers) {
-            writeln!(w, "{}", filter::v6map::trace_line(k, *m, v6.len()))?;
+            writeln!(w, "{}", filter::v6map::trace_line(k, *m, v6.len())).map_err(trace_error)?;
         }
-        w.flush()?;
+        w.flush().map_err(trace_error)?;
     }
-    z.finish()?;
+    z.finish().map_err(trace_error)?;
     eprintln!(
         "kansoku: {}: {} rules; {}: {} headers, answers by the linear engine in {secs:.1} s{}",
         pipeline::display_path(&rules_out),

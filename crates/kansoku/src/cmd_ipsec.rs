@@ -288,9 +288,9 @@ fn gateway(args: &GatewayArgs) -> pipeline::Result<Report> {
 fn print_gateway_report(r: &GatewayReport, json: bool) -> pipeline::Result<()> {
     let mut out = BufWriter::new(io::stdout().lock());
     if json {
-        serde_json::to_writer(&mut out, r).map_err(io::Error::from)?;
-        writeln!(out)?;
-        out.flush()?;
+        serde_json::to_writer(&mut out, r).map_err(|e| Error::stdout(e.into()))?;
+        writeln!(out).map_err(Error::stdout)?;
+        out.flush().map_err(Error::stdout)?;
         return Ok(());
     }
     let line = |out: &mut BufWriter<_>, what: &str, d: &Way, ipsec: &str, clear: &str| {
@@ -305,21 +305,23 @@ fn print_gateway_report(r: &GatewayReport, json: bool) -> pipeline::Result<()> {
         }
         io::Result::Ok(())
     };
-    writeln!(out, "ipsec gateway {} (MTU {})", r.tun, r.tun_mtu)?;
+    writeln!(out, "ipsec gateway {} (MTU {})", r.tun, r.tun_mtu).map_err(Error::stdout)?;
     line(
         &mut out,
         "outbound (TUN to wire)",
         &r.outbound,
         "protected",
         "in the clear",
-    )?;
+    )
+    .map_err(Error::stdout)?;
     line(
         &mut out,
         "inbound (wire to TUN)",
         &r.inbound,
         "decapsulated",
         "not ESP",
-    )?;
+    )
+    .map_err(Error::stdout)?;
     for s in &r.sas {
         let algs: Vec<&str> = s.enc.iter().chain(&s.auth).copied().collect();
         writeln!(
@@ -339,14 +341,15 @@ fn print_gateway_report(r: &GatewayReport, json: bool) -> pipeline::Result<()> {
             s.padding_failed,
             s.malformed,
             s.expired
-        )?;
+        ).map_err(Error::stdout)?;
     }
     let f = &r.send_faults;
     writeln!(
         out,
         "send faults: too big {}, no route {}, queue full {}, bad packet {}, other {}",
         f.too_big, f.no_route, f.queue_full, f.bad_packet, f.other
-    )?;
+    )
+    .map_err(Error::stdout)?;
     writeln!(
         out,
         "ICMP too big sent {}, outer packets fragmented {} ({} fragments), link-local {}, looped {}, TUN reads cut {}, TUN write errors {}, receive errors {}, dropped by the kernel at the receivers {}, at the TUN {}",
@@ -360,7 +363,7 @@ fn print_gateway_report(r: &GatewayReport, json: bool) -> pipeline::Result<()> {
         r.receive_errors,
         r.receive_drops,
         r.tun_drops.map_or("unknown".to_string(), |n| n.to_string())
-    )?;
+    ).map_err(Error::stdout)?;
     let o = &r.offload;
     if o.on {
         let refused: u64 = o.refused.values().sum();
@@ -368,13 +371,13 @@ fn print_gateway_report(r: &GatewayReport, json: bool) -> pipeline::Result<()> {
             out,
             "offloads: {} TCP segments read whole, cut into {} packets; {} inbound segments joined into {} writes; {} with a bad checksum; {refused} TUN reads refused",
             o.tso_reads, o.tso_segments, o.gro_joined, o.gro_writes, o.bad_checksum
-        )?;
+        ).map_err(Error::stdout)?;
         for (reason, n) in &o.refused {
-            writeln!(out, "  refused {reason}: {n}")?;
+            writeln!(out, "  refused {reason}: {n}").map_err(Error::stdout)?;
         }
     } else {
-        writeln!(out, "offloads: off")?;
+        writeln!(out, "offloads: off").map_err(Error::stdout)?;
     }
-    out.flush()?;
+    out.flush().map_err(Error::stdout)?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use pipeline::{Census, Control, FileStats, Report, TraceSource};
+use pipeline::{Census, Control, Error, FileStats, Report, TraceSource};
 use trace::time;
 
 use crate::args::StatsArgs;
@@ -44,29 +44,31 @@ pub fn run(args: &StatsArgs) -> pipeline::Result<Report> {
     if args.json {
         let mut o = io::stdout().lock();
         if all.len() == 1 {
-            serde_json::to_writer_pretty(&mut o, &all[0]).map_err(io::Error::from)?;
+            serde_json::to_writer_pretty(&mut o, &all[0]).map_err(|e| Error::stdout(e.into()))?;
         } else {
-            serde_json::to_writer_pretty(&mut o, &all).map_err(io::Error::from)?;
+            serde_json::to_writer_pretty(&mut o, &all).map_err(|e| Error::stdout(e.into()))?;
         }
-        writeln!(o)?;
+        writeln!(o).map_err(Error::stdout)?;
     }
     Ok(report)
 }
 
 fn print_text(s: &FileStats) -> pipeline::Result<()> {
     let mut o = io::stdout().lock();
-    writeln!(o, "{}", s.file)?;
-    writeln!(o, "  format:       {}, compression: {}", s.format, s.codec)?;
+    writeln!(o, "{}", s.file).map_err(Error::stdout)?;
+    writeln!(o, "  format:       {}, compression: {}", s.format, s.codec).map_err(Error::stdout)?;
     if let Some(fb) = s.file_bytes {
         write!(
             o,
             "  size:         {fb} bytes on disk, {} decompressed",
             s.decompressed_bytes
-        )?;
+        )
+        .map_err(Error::stdout)?;
         if let Some(r) = s.compression_ratio {
-            write!(o, " (ratio {r:.3}, {:.2}x)", 1.0 / r.max(f64::MIN_POSITIVE))?;
+            write!(o, " (ratio {r:.3}, {:.2}x)", 1.0 / r.max(f64::MIN_POSITIVE))
+                .map_err(Error::stdout)?;
         }
-        writeln!(o)?;
+        writeln!(o).map_err(Error::stdout)?;
     }
     if let Some(i) = &s.index {
         writeln!(
@@ -76,23 +78,26 @@ fn print_text(s: &FileStats) -> pipeline::Result<()> {
             i.raw_chunks,
             i.packet_chunks,
             i.raw_share * 100.0
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
     writeln!(
         o,
         "  packets:      {} ({} bytes captured, {} on the wire, {} cut by snaplen)",
         s.packets, s.captured_bytes, s.wire_bytes, s.snapped_packets
-    )?;
+    )
+    .map_err(Error::stdout)?;
     if let (Some(f), Some(l)) = (&s.first, &s.last) {
-        writeln!(o, "  time:         {f} .. {l} ({:.3} s)", s.duration_s)?;
+        writeln!(o, "  time:         {f} .. {l} ({:.3} s)", s.duration_s).map_err(Error::stdout)?;
     }
-    writeln!(o, "  sections:     {}", s.sections)?;
+    writeln!(o, "  sections:     {}", s.sections).map_err(Error::stdout)?;
     for i in &s.interfaces {
         writeln!(
             o,
             "  interface {}.{}: {} snaplen {}: {} packets, {} bytes",
             i.section, i.id, i.link_type, i.snaplen, i.packets, i.bytes
-        )?;
+        )
+        .map_err(Error::stdout)?;
     }
     if !s.protocols.is_empty() {
         let mix: Vec<String> = s
@@ -105,10 +110,10 @@ fn print_text(s: &FileStats) -> pipeline::Result<()> {
                 )
             })
             .collect();
-        writeln!(o, "  protocols:    {}", mix.join(", "))?;
+        writeln!(o, "  protocols:    {}", mix.join(", ")).map_err(Error::stdout)?;
     }
     if s.other_blocks > 0 {
-        writeln!(o, "  other blocks: {}", s.other_blocks)?;
+        writeln!(o, "  other blocks: {}", s.other_blocks).map_err(Error::stdout)?;
     }
     Ok(())
 }

@@ -217,7 +217,7 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
         session: &session,
     };
     if let Err(e) = print(&mut io::stdout().lock(), &out, args.json) {
-        report.failed(e.into());
+        report.failed(Error::stdout(e));
     }
     Ok(report)
 }

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use pipeline::sink::lines::Printer;
-use pipeline::{Frame, PacketSink, SinkSummary, TraceSink};
+use pipeline::{Error, Frame, PacketSink, SinkSummary, TraceSink};
 use serde::Serialize;
 use trace::Record;
 
@@ -61,7 +61,10 @@ pub fn report_summary(s: &SinkSummary, json: bool) -> pipeline::Result<()> {
     if !json {
         eprintln!("kansoku: {}", s.describe());
     } else if s.on_stdout() {
-        eprintln!("{}", serde_json::to_string(s).map_err(io::Error::from)?);
+        eprintln!(
+            "{}",
+            serde_json::to_string(s).map_err(|e| Error::output("standard error", &e.into()))?
+        );
     } else {
         print_json(s)?;
     }
@@ -71,7 +74,7 @@ pub fn report_summary(s: &SinkSummary, json: bool) -> pipeline::Result<()> {
 /// One JSON document on a line of standard output.
 pub fn print_json(v: &impl Serialize) -> pipeline::Result<()> {
     let mut o = io::stdout().lock();
-    serde_json::to_writer(&mut o, v).map_err(io::Error::from)?;
-    writeln!(o)?;
+    serde_json::to_writer(&mut o, v).map_err(|e| Error::stdout(e.into()))?;
+    writeln!(o).map_err(Error::stdout)?;
     Ok(())
 }

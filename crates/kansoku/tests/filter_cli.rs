@@ -291,3 +291,53 @@ fn v6_maps_a_classbench_set_whose_answers_filter_match_reproduces() {
         "{err}"
     );
 }
+
+/// An output that cannot be written is named in the message, whichever
+/// file it is: `filter -w` into a "directory" that is a regular file, and
+/// `filter v6 -o` there (whose files were once blamed on standard output).
+#[test]
+fn an_unwritable_output_names_its_path_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("plain-file");
+    std::fs::write(&not_a_dir, b"").unwrap();
+    let rules = dir.path().join("fw.rules");
+    std::fs::write(&rules, RULES).unwrap();
+    let passed = not_a_dir.join("passed.pcap");
+    let (set, trace) = acl1_1k();
+    let v6_dir = not_a_dir.join("v6");
+    let input = data("lo-http-icmp.pcap");
+    let runs: [(&[&str], &std::path::Path); 2] = [
+        (
+            &[
+                "filter",
+                "-r",
+                p(&input),
+                "--rules",
+                p(&rules),
+                "-w",
+                p(&passed),
+            ],
+            &passed,
+        ),
+        (
+            &[
+                "filter",
+                "v6",
+                "--rules",
+                p(&set),
+                "--trace",
+                p(&trace),
+                "-o",
+                p(&v6_dir),
+            ],
+            &v6_dir,
+        ),
+    ];
+    for (args, named) in runs {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains(p(named)), "{args:?}: {err}");
+        assert!(!err.contains("standard output"), "{args:?}: {err}");
+    }
+}

@@ -94,6 +94,16 @@ impl Error {
         Error::new(ErrorKind::Output, format!("{}: {e}", message.into()))
     }
 
+    /// A failed write to standard output (a closed pipe stops quietly).
+    pub fn stdout(e: io::Error) -> Error {
+        Error::output("standard output", &e)
+    }
+
+    /// A failed write to the file at `path`: `PATH: error`, an output failure.
+    pub fn writing(path: &Path, e: io::Error) -> Error {
+        Error::output(display_path(path), &e)
+    }
+
     /// An input error about `path`: `PATH: error`.
     pub fn file(path: &Path, e: impl fmt::Display) -> Error {
         Error::input(format!("{}: {e}", display_path(path)))
@@ -122,14 +132,6 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-/// Standard output failing: a closed pipe ends quietly, anything else
-/// (`> /dev/full`) is an output failure.
-impl From<io::Error> for Error {
-    fn from(e: io::Error) -> Self {
-        Error::output("standard output", &e)
-    }
-}
 
 /// A trace writer's error about `path`: I/O failures are output failures,
 /// anything else (settings) a usage error.

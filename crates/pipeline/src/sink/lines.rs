@@ -9,7 +9,7 @@ use trace::time;
 use trace::{Packet, Record};
 use wire::{IpProtocol, Slice};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::packet::Frame;
 use crate::sink::PacketSink;
 
@@ -44,11 +44,11 @@ impl Printer {
         } else {
             write_text(&mut self.out, p, self.time)
         };
-        Ok(r?)
+        r.map_err(Error::stdout)
     }
 
     pub fn flush(&mut self) -> Result<()> {
-        Ok(self.out.flush()?)
+        self.out.flush().map_err(Error::stdout)
     }
 }
 
@@ -65,7 +65,7 @@ impl PacketSink for Printer {
     }
 
     fn flush(&mut self) -> Result<()> {
-        Ok(self.out.flush()?)
+        self.out.flush().map_err(Error::stdout)
     }
 }
 
