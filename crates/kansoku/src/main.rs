@@ -42,7 +42,7 @@ const MAX_WORD: usize = 200;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     signals::install();
-    pipeline::source::trace::set_verify(!cli.no_verify);
+    pipeline::source::trace::set_verify(!cli.command.no_verify());
     let result: pipeline::Result<Report> = match cli.command {
         Command::Read(args) => cmd_read::run(&args),
         Command::Stats(args) => cmd_stats::run(&args),

@@ -835,3 +835,38 @@ fn errors_say_where_shorten_long_tokens_and_refuse_empty_inputs() {
         "{e}"
     );
 }
+
+/// An option shows on the commands it concerns and nowhere else:
+/// `--no-verify` on the commands that read traces, not on `bench web` or
+/// `store init`, which read none, and not before the command.
+#[test]
+fn no_verify_is_an_option_of_the_commands_that_read_traces_only() {
+    let help = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.push("--help");
+        String::from_utf8(run_ok(&a).stdout).unwrap()
+    };
+    for cmd in [
+        &["read"][..],
+        &["stats"],
+        &["filter"],
+        &["profile"],
+        &["generate"],
+        &["ipsec", "encap"],
+        &["ipsec", "decap"],
+    ] {
+        assert!(help(cmd).contains("--no-verify"), "{cmd:?}");
+    }
+    for cmd in [
+        &["bench", "web"][..],
+        &["store", "init"],
+        &["web"],
+        &["synth"],
+        &["ipsec", "gateway"],
+        &["plot"],
+    ] {
+        assert!(!help(cmd).contains("--no-verify"), "{cmd:?}");
+    }
+    let out = run(&["--no-verify", "read", "-r", p(&data("lo-http-icmp.pcap"))]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -757,7 +757,7 @@ fn a_trace_read_on_two_threads_gives_the_summaries_one_thread_gives() {
     assert_eq!(profile(&["profile", "-r", p(&trace), "-i", "1"]), one);
     assert_eq!(profile(&["profile", "-r", p(&plain), "-i", "1"]), one);
     assert_eq!(
-        profile(&["--no-verify", "profile", "-r", p(&trace), "-i", "1"]),
+        profile(&["profile", "-r", p(&trace), "-i", "1", "--no-verify"]),
         one
     );
 }

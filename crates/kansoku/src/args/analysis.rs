@@ -46,6 +46,8 @@ pub enum EngineArg {
 
 #[derive(Debug, Args)]
 pub struct FilterRunArgs {
+    #[command(flatten)]
+    pub verify: super::VerifyArgs,
     /// Trace to filter (pcap or pcapng, plain or compressed; "-" for standard input).
     #[arg(short = 'r', value_name = "FILE", required = true)]
     pub read: Option<PathBuf>,
@@ -118,6 +120,8 @@ pub struct FilterV6Args {
 /// `kansoku profile`: aguri summaries of a trace, or re-aggregation of summaries.
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
+    #[command(flatten)]
+    pub verify: super::VerifyArgs,
     /// Trace to profile: pcap or pcapng, plain or compressed ("-" for standard input).
     #[arg(
         short = 'r',

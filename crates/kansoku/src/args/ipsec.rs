@@ -27,6 +27,8 @@ pub enum IpsecCommand {
 
 #[derive(Debug, Args)]
 pub struct IpsecTraceArgs {
+    #[command(flatten)]
+    pub verify: super::VerifyArgs,
     /// Trace to read (pcap or pcapng, plain or compressed; "-" for standard input).
     #[arg(short = 'r', value_name = "FILE")]
     pub read: PathBuf,

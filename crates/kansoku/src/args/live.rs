@@ -91,6 +91,8 @@ pub struct CaptureArgs {
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
+    #[command(flatten)]
+    pub verify: super::VerifyArgs,
     /// Interface to send on.
     #[arg(short = 'i', value_name = "IFACE")]
     pub interface: String,

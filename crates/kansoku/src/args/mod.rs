@@ -23,10 +23,40 @@ pub use web::*;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Whether reads check an indexed trace's chunks: on the commands that read
+/// traces, and only there.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
     /// Do not check the chunks of an indexed trace against the checksums in its index (faster reads; corrupt
     /// data then goes unnoticed where the codec itself does not catch it).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_verify: bool,
+}
+
+impl Command {
+    /// Whether this command was told not to check indexed traces' chunks
+    /// (`--no-verify`); commands that read no trace never are.
+    pub fn no_verify(&self) -> bool {
+        let verify = match self {
+            Command::Read(a) => &a.verify,
+            Command::Stats(a) => &a.verify,
+            Command::Generate(a) => &a.verify,
+            Command::Profile(a) => &a.verify,
+            Command::Filter(a) => match &a.command {
+                None => &a.run.verify,
+                Some(FilterCommand::Run(r)) => &r.verify,
+                Some(_) => return false,
+            },
+            Command::Ipsec(a) => match &a.command {
+                IpsecCommand::Encap(t) | IpsecCommand::Decap(t) => &t.verify,
+                IpsecCommand::Gateway(_) => return false,
+            },
+            _ => return false,
+        };
+        verify.no_verify
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,6 +101,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ReadArgs {
+    #[command(flatten)]
+    pub verify: VerifyArgs,
     /// Trace to read: pcap or pcapng, plain or gzip/zstd/lz4 compressed ("-" for standard input).
     #[arg(short = 'r', value_name = "FILE")]
     pub read: PathBuf,
@@ -118,6 +150,8 @@ pub struct IndexArgs {
 
 #[derive(Debug, Args)]
 pub struct StatsArgs {
+    #[command(flatten)]
+    pub verify: VerifyArgs,
     /// Traces to summarize.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
