@@ -7,7 +7,7 @@
 # boringtun-cli (a userspace WireGuard tunnel, built from crates.io into ~/.cargo/bin) and wg
 # (wireguard-tools, which keys it), the tunnel the bench runs beside kansoku's; dpdk-dev for DPDK's ACL
 # (`kansoku bench filter --peer dpdk`); chromium for the web view's browser test; clickhouse-server for the
-# fleet store's tests.
+# fleet store's tests; zsh to check the completion script kansoku writes for it.
 # (Plots need no font package: DejaVu Sans is embedded from the dejavu crate.)
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
@@ -44,6 +44,8 @@ command -v dpdk-test-acl >/dev/null 2>&1 || need+=(dpdk-dev)
 [ -x /usr/sbin/netsniff-ng ] || command -v netsniff-ng >/dev/null 2>&1 || need+=(netsniff-ng)
 # kansoku web's browser test loads the page in headless Chromium.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The completion scripts kansoku generates are checked by the shells that read them.
+command -v zsh >/dev/null 2>&1 || need+=(zsh)
 # The fleet store's tests start a ClickHouse server of their own (Debian's 18.16).
 [ -x /usr/sbin/clickhouse-server ] || command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server)
 if [ ${#need[@]} -gt 0 ]; then

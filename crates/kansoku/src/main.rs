@@ -10,6 +10,7 @@
 mod args;
 mod cmd_capture;
 mod cmd_delay;
+mod cmd_docs;
 mod cmd_filter;
 mod cmd_generate;
 mod cmd_index;
@@ -59,6 +60,8 @@ fn main() -> ExitCode {
         Command::Webbench(args) => cmd_webbench::run(&args),
         Command::Ipsec(args) => cmd_ipsec::run(&args),
         Command::Bench(args) => bench::run(&args, signals::stop_flag()),
+        Command::Completions(args) => cmd_docs::completions(&args),
+        Command::Man => cmd_docs::man(),
     };
     // The one place the exit code is decided: from the run's report, or
     // from the error that stopped the command before it could run.

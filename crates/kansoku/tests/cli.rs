@@ -870,3 +870,44 @@ fn no_verify_is_an_option_of_the_commands_that_read_traces_only() {
     let out = run(&["--no-verify", "read", "-r", p(&data("lo-http-icmp.pcap"))]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The completion scripts and the manual page come from the CLI's own
+/// definition: each names the commands, bash and zsh accept the scripts,
+/// and man(1) formats the page.
+#[test]
+fn completions_and_the_man_page_are_generated_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    for (shell, check) in [
+        ("bash", &["bash", "-n"][..]),
+        ("zsh", &["zsh", "-n"]),
+        ("fish", &[][..]),
+    ] {
+        let script = run_ok(&["completions", shell]).stdout;
+        let text = String::from_utf8(script.clone()).unwrap();
+        for cmd in ["capture", "profile", "webbench", "completions"] {
+            assert!(text.contains(cmd), "{shell}: {cmd} missing");
+        }
+        if let Some((program, flags)) = check.split_first() {
+            if testkit::require_tool(program) {
+                let file = dir.path().join(format!("kansoku.{shell}"));
+                std::fs::write(&file, &script).unwrap();
+                let ok = std::process::Command::new(program)
+                    .args(flags)
+                    .arg(&file)
+                    .status()
+                    .unwrap();
+                assert!(ok.success(), "{program} rejects the {shell} script");
+            }
+        }
+    }
+    let page = String::from_utf8(run_ok(&["man"]).stdout).unwrap();
+    assert!(
+        page.starts_with(".ie") && page.contains(".TH kansoku 1"),
+        "{page}"
+    );
+    for cmd in ["capture", "filter", "profile", "ipsec", "webbench"] {
+        assert!(page.contains(cmd), "man page without {cmd}");
+    }
+    let out = run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -97,6 +97,10 @@ pub enum Command {
     /// Benchmark a web server as real clients load it: many source addresses, each with its own round trip
     /// (--delay), closed or open model, per-request times, latency percentiles without coordinated omission.
     Webbench(WebbenchArgs),
+    /// Print a completion script for a shell: `kansoku completions bash > /etc/bash_completion.d/kansoku`.
+    Completions(CompletionsArgs),
+    /// Print kansoku's manual page (roff), generated from these definitions: `kansoku man > kansoku.1`.
+    Man,
 }
 
 #[derive(Debug, Args)]
@@ -178,4 +182,12 @@ pub struct SynthArgs {
     pub json: bool,
     #[command(flatten)]
     pub out: OutputArgs,
+}
+
+/// `kansoku completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
