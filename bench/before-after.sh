@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The same commands with two kansoku binaries, interleaved run by run, on the same files in /dev/shm:
-# prints each one's median wall time and the ratio new/old (below 1: faster). Used for issue 12 (the pipeline
-# refactoring must not slow anything) and fit for any change that should keep performance.
+# prints each one's median wall time and the ratio new/old (below 1: faster). Fit for any change that should keep performance.
 # Usage: bench/before-after.sh OLD_BIN NEW_BIN [RUNS, default 7] [MB of trace, default 300]
 set -euo pipefail
 old=${1:?usage: bench/before-after.sh OLD_BIN NEW_BIN [RUNS] [MB]}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The filter bench on every ClassBench set in a folder (default ../shared/data/classbench), DPDK's ACL library
-# beside kansoku's engines on the same rules and headers (issue 15), then on the IPv6 images of the folder's
+# beside kansoku's engines on the same rules and headers, then on the IPv6 images of the folder's
 # 10K sets (`kansoku filter v6`: 2001:db8::/32, answers by the linear engine; kept in target/classbench-v6 and
 # made again only when their source changed). Installs dpdk-dev (dpdk-test-acl) when missing.
 # Usage: bench/filter.sh [DIR] [extra `kansoku bench filter` flags, e.g. --json]

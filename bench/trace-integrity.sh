@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What integrity costs, and where kansoku's trace store stands beside the stock compressors, in one run (issue 16):
+# What integrity costs, and where kansoku's trace store stands beside the stock compressors, in one run:
 #   write:  `kansoku read -r F -w OUT.<codec>` with the default index (chunk checksums), without an index
 #           (--no-index: what a write cost before checksums), with the codecs' stream checksums too (--checksums),
 #           and the stock `lz4 -1` / `zstd -1` / `gzip -1` writing the same pcap to a file.

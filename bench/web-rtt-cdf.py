@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes bench/web-rtt.cdf: the reconstruction of paper 004's Fig. 3.6 round trips that
+"""Writes bench/web-rtt.cdf: the reconstruction of MAWI WG 2001's Fig. 3.6 round trips that
 `kansoku bench web-paper` gives its 100 clients (see the file's header for the reasoning)."""
 import math
 import sys
@@ -21,7 +21,7 @@ for _ in range(60):
 sigma = lo
 q = lambda p: MEDIAN_MS * math.exp(sigma * N.inv_cdf(p))
 out = [
-    "# RTT_MS FRACTION: the round trips of the paper's Fig. 3.6 (paper 004, chapter 3), a reconstruction.",
+    "# RTT_MS FRACTION: the round trips of the paper's Fig. 3.6 (MAWI WG 2001, chapter 3), a reconstruction.",
     "# The paper gives this distribution only as a figure; its text gives the median, 48 ms, and says that nearly all",
     "# round trips were over 1 ms and widely spread. Its experiment 1 fixes the spread: at 110 requests/s, a constant",
     "# 48 ms held 20-25 connections at the server and the 100-quantile profile about 60; by Little's law (connections",

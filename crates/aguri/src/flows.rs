@@ -198,8 +198,7 @@ const FIRST_SLOTS: usize = 4096;
 /// retire at once. `cargo bench -p aguri` on one thread: 13.7 against
 /// 11.9 Mpps (heavy-tailed), 14.7 against 12.9 (active-flows); the whole
 /// `profile -r` of 2,000,000 frames from 16,384 active flows 0.21-0.23 s
-/// against 0.22-0.25 s, 96-byte frames (round 8 in
-/// bench/profile-throughput.md).
+/// against 0.22-0.25 s, 96-byte frames (bench/profile-throughput.md).
 #[inline(always)]
 fn fetch(slot: &Slot) {
     #[cfg(target_arch = "x86_64")]
@@ -410,7 +409,7 @@ impl FlowTable {
         // clock), so the order is the ages' alone. One sort of integers,
         // in a vector kept for the next drain: sorting slot numbers by a
         // key looked up elsewhere, into vectors allocated each time, took
-        // 4-11 ms for 67,000 flows (round 10 in bench/profile-throughput.md).
+        // 4-11 ms for 67,000 flows (bench/profile-throughput.md).
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         for (s, slot) in self.slots.iter().enumerate() {

@@ -1,4 +1,4 @@
-//! `aguri`: an aggregation-based traffic profiler, after AGURI (paper 004, chapter 2).
+//! `aguri`: an aggregation-based traffic profiler, after AGURI (MAWI WG 2001, chapter 2).
 //!
 //! The profiler keeps four summaries of the traffic of each interval —
 //! source address, destination address, `version:protocol:srcport` and

@@ -2,7 +2,7 @@
 //!
 //! "Since AGURI also takes its own summaries as input, several at once,
 //! short summaries can be combined into summaries of any longer period"
-//! (paper 004 §2.2). Every entry of every input summary is added, as the
+//! (MAWI WG 2001 §2.2). Every entry of every input summary is added, as the
 //! prefix it is, into the four trees of its period; the trees fold and
 //! aggregate as for packets. Counts are integers throughout, so the totals
 //! of the output are exactly those of the input.

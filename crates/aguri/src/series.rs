@@ -1,4 +1,4 @@
-//! Time series of a set of summaries, as paper 004 draws them (Figs.
+//! Time series of a set of summaries, as MAWI WG 2001 draws them (Figs.
 //! 2.2–2.17): the total traffic and the top aggregates of one section over
 //! time, each with its share of the whole.
 //!

@@ -1,4 +1,4 @@
-//! The Patricia tree with a node budget and LRU reclaim (paper 004 §2.2).
+//! The Patricia tree with a node budget and LRU reclaim (MAWI WG 2001 §2.2).
 //!
 //! "When packets are accumulated in a tree, a plain binary tree grows too
 //! large; AGURI uses a Patricia tree to keep the node count small, and LRU to

@@ -17,14 +17,14 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// Filter engines: ns/packet, Mpps, build time, memory; the paper's α, T_O and T_P (Tables 2 and 3).
     Filter(BenchFilterArgs),
-    /// Sequential write throughput with and without fsync (paper 003 Table 5), and the T_c paper 000 needs.
+    /// Sequential write throughput with and without fsync (Tsukahara et al. Table 5), and the T_c Shimizu et al. 2006 needs.
     Disk(BenchDiskArgs),
-    /// Compression throughput and ratio per codec and block size (paper 000 Fig. 4 and Table 1).
+    /// Compression throughput and ratio per codec and block size (Shimizu et al. 2006 Fig. 4 and Table 1).
     Compress(BenchCompressArgs),
     /// Capture rate vs offered load per writer configuration in a namespace of its own (papers 000 §5 and 003).
     Capture(BenchCaptureArgs),
     /// IPsec per packet: encap and decap throughput per suite and packet size, beside the same
-    /// primitives alone and `openssl speed` (paper 002's algorithms and today's).
+    /// primitives alone and `openssl speed` (Ariga et al.'s algorithms and today's).
     Ipsec(BenchIpsecArgs),
     /// kansoku webbench beside wrk: the same URL, threads, connections and time (keep-alive), alternating
     /// rounds; requests/s and latency percentiles of both, and kansoku / wrk.
@@ -416,7 +416,7 @@ pub enum WebServer {
     Apache,
 }
 
-/// `kansoku bench web-paper`: paper 004's experiments 1 and 2.
+/// `kansoku bench web-paper`: MAWI WG 2001's experiments 1 and 2.
 #[derive(Clone, Debug, Args)]
 pub struct BenchWebPaperArgs {
     /// Servers to run, in order.

@@ -1,5 +1,5 @@
 //! `kansoku bench compress`: compression throughput and ratio per codec and
-//! block size, as paper 000 measured LZO and zlib (Fig. 4: compression
+//! block size, as Shimizu et al. 2006 measured LZO and zlib (Fig. 4: compression
 //! buffers of 4 to 128 KB; Table 1: average ratio of fixed and random
 //! payloads at 64 and 1518 bytes). Every table carries a baseline from the
 //! same run: memcpy of the same bytes.
@@ -41,7 +41,7 @@ const SNAPLEN: u32 = 262_144;
 /// How the stream is cut into chunks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Block {
-    /// One record per chunk: per-packet compression, paper 000's baseline.
+    /// One record per chunk: per-packet compression, Shimizu et al. 2006's baseline.
     Packet,
     /// Chunks of about this many bytes, as the writer's block buffer.
     Bytes(usize),
@@ -113,7 +113,7 @@ impl Traffic {
     /// Synthetic UDP/IPv4 Ethernet frames of `frame_len` bytes whose payload
     /// is one repeated byte (`random` false) or fresh random bytes, until the
     /// stream holds at least `bytes` bytes; made by the `synth` crate as
-    /// paper 000's generator made them.
+    /// Shimizu et al. 2006's generator made them.
     pub fn synthetic(frame_len: usize, random: bool, bytes: usize) -> Result<Traffic> {
         let name = format!("{}-{frame_len}", if random { "random" } else { "fixed" });
         let per = frame_len + pcap::RECORD_HEADER_LEN;
@@ -126,7 +126,7 @@ impl Traffic {
                 PayloadPattern::Fixed(0)
             },
             proto: ProtoMix::Udp,
-            // One sender and one receiver, as paper 000's generator (a UDP
+            // One sender and one receiver, as Shimizu et al. 2006's generator (a UDP
             // sender aimed at one address); source ports still vary per packet.
             src_net: (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 32),
             dst_net: (IpAddr::V4(Ipv4Addr::new(192, 168, 1, 1)), 32),

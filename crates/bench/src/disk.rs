@@ -1,14 +1,14 @@
 //! `kansoku bench disk`: sequential write throughput of a directory's file
-//! system, as paper 003 measured its capture disk with `dd` (Table 5: 1024
+//! system, as Tsukahara et al. measured its capture disk with `dd` (Table 5: 1024
 //! writes of 1 MB, and one write of 1 GB or 2 GB), and the compressor speed
-//! paper 000's condition `T_c > T_d / (1 - r)` asks for at that `T_d`.
+//! Shimizu et al. 2006's condition `T_c > T_d / (1 - r)` asks for at that `T_d`.
 //!
 //! Each mode writes the same pseudo-random bytes (so a compressing file system
 //! cannot flatter the figure) to a fresh file in the directory, times it, and
 //! removes the file. Modes without fsync measure what `write()` costs the
 //! writer (the page cache absorbs it until dirty limits bite); modes with fsync
 //! include getting the bytes to the device, which is the sustained rate `T_d`
-//! of paper 000's condition. Between runs the file is synced untimed, so one
+//! of Shimizu et al. 2006's condition. Between runs the file is synced untimed, so one
 //! run's dirty pages are not written back during the next one's timing. The
 //! table carries a baseline from the same run: memcpy of the same bytes.
 

@@ -1,6 +1,6 @@
 //! `kansoku bench filter`: the filter engines on rule sets and header
 //! traces (ns/packet, Mpps, build time, memory, speedup over the linear
-//! engine, which is the baseline), and paper 001's cost model
+//! engine, which is the baseline), and Yamashita and Tsuru 2008's cost model
 //! T = T_O + α·T_P fitted over growing prefixes of the first rule set
 //! (Tables 2 and 3). Fast and linear must agree on every packet, and linear
 //! with a ClassBench trace's FIRSTMATCH column: any difference is a problem

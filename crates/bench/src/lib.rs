@@ -8,7 +8,7 @@
 //!
 //! | bench | module | baseline |
 //! |---|---|---|
-//! | `bench filter` | [`filter`] | the linear engine (paper 001's Fig. 2) |
+//! | `bench filter` | [`filter`] | the linear engine (Yamashita and Tsuru 2008's Fig. 2) |
 //! | `bench disk` | [`disk`] | memcpy of the same bytes |
 //! | `bench compress` | [`compress`] | memcpy of the same bytes |
 //! | `bench capture` | [`capture`] | libpcap's pattern: one write per packet, uncompressed |
@@ -22,7 +22,7 @@
 //! - [`slow_disk`]: an emulated slow disk, a `Write` wrapper;
 //! - [`table`]: markdown tables (charts are the `plot` crate's, shared
 //!   with `kansoku plot`);
-//! - [`stats`]: medians, MB/s, paper 000's compressor condition.
+//! - [`stats`]: medians, MB/s, Shimizu et al. 2006's compressor condition.
 //!
 //! What goes wrong is reported as in every kansoku command
 //! ([`pipeline::Error`]): bad flags are usage errors, unreadable inputs

@@ -1,4 +1,4 @@
-//! `kansoku bench web-paper`: paper 004's two web server experiments
+//! `kansoku bench web-paper`: MAWI WG 2001's two web server experiments
 //! (chapter 3) against nginx and Apache prefork, each started from Debian's
 //! packages in a network namespace of this run's own, on a port of its own.
 //!
@@ -835,7 +835,7 @@ pub fn run(a: &BenchWebPaperArgs, stop: &AtomicBool, out: &mut dyn Write) -> Res
         .unwrap_or_default();
     writeln!(
         out,
-        "# bench web-paper: paper 004's experiments 1 and 2 on this host\n\nNamespace {}; kernel: somaxconn {somaxconn} (the namespace's); \
+        "# bench web-paper: MAWI WG 2001's experiments 1 and 2 on this host\n\nNamespace {}; kernel: somaxconn {somaxconn} (the namespace's); \
          profile: {} (its 100 clients' round trips: {:.1} to {:.1} ms, median {median:.1} ms, mean {mean:.1} ms, \
          mean/median {:.2}); files in {}",
         ns.name(),

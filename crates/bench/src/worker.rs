@@ -8,7 +8,7 @@
 //! The two experiment settings live here, not on `kansoku capture`:
 //! `--per-packet` ends a block after every packet
 //! ([`TraceWriter::flush_block`]), so each packet is compressed and written
-//! alone, as libpcap's `pcap_dump` and paper 000's per-packet compression;
+//! alone, as libpcap's `pcap_dump` and Shimizu et al. 2006's per-packet compression;
 //! `--disk-mbps` puts the file behind a [`SlowDisk`]; `--xdp` receives
 //! through AF_XDP ([`capture::xdp`]) instead of the ring, into the same
 //! writer.

@@ -1,5 +1,5 @@
 //! `delay`: a round-trip time per client address, put on real packets, as
-//! dummynet did for the paper's web server benchmark (paper 004, chapter
+//! dummynet did for the paper's web server benchmark (MAWI WG 2001, chapter
 //! 3) and as netem would, on a kernel that has neither.
 //!
 //! - [`clients`]: client address lists (`100`, ranges, addresses).

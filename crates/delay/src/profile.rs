@@ -3,7 +3,7 @@
 //! A profile is a distribution of round-trip times: `none`, a constant
 //! (`const:48ms`), a lognormal (`lognormal:median=48ms,sigma=1`), or the
 //! cumulative distribution in a file (`cdf:FILE`). Following the paper
-//! (Hirose et al., chapter 3 of paper 004), N clients get N quantiles of
+//! (MAWI WG 2001, chapter 3), N clients get N quantiles of
 //! it: client `i` (from 0) the quantile at `(i + 1/2) / N`, the middle of
 //! its N-th of the probability, so that no client gets an infinite tail
 //! and the clients' mean tends to the distribution's mean.

@@ -1,4 +1,4 @@
-//! kansoku's rule-based packet filter (paper 001: Yamashita and Tsuru,
+//! kansoku's rule-based packet filter (Yamashita and Tsuru 2008,
 //! "Implementation and Evaluation of Fast Packet Filters", IPSJ 2008).
 //!
 //! Overview:

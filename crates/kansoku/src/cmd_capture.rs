@@ -2,7 +2,7 @@
 //! store (or packet lines), with drop accounting that never hides a loss.
 //!
 //! Each ring has a lane (`pipeline::run_lanes`): the ring thread, and a
-//! consumer thread running the pipeline's chain: the S3 filter
+//! consumer thread running the pipeline's chain: the filter
 //! (`--rules`), the aguri profiler on the kept packets (`--profile`), and
 //! the trace writer or the packet lines. With `--fanout N` there are N rings
 //! in one PACKET_FANOUT group, so N cores share the work, and one output

@@ -1,4 +1,4 @@
-//! `kansoku profile`: aguri summaries of a trace (paper 004, chapter 2), and
+//! `kansoku profile`: aguri summaries of a trace (MAWI WG 2001, chapter 2), and
 //! re-aggregation of summaries into longer periods. The profiler is the
 //! pipeline's profile stage; its summaries go to standard output, one file,
 //! a directory (one file per interval), or an archive (5 minutes, hours, days).
@@ -57,7 +57,7 @@ fn file_seed(path: &std::path::Path) -> Option<u64> {
 /// (0.129 against 0.132), 0.150 against 0.160 at `-i 10`. The 2-D view
 /// doubles what is counted for each flow, and there the counting thread
 /// still pays: 0.223 against 0.228 s, 0.482 against 0.536 with new flows
-/// (bench/profile-throughput.md, round 22).
+/// (bench/profile-throughput.md).
 fn tree_thread(split: bool, pairs: usize) -> bool {
     !split || pairs > 0
 }

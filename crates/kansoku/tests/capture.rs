@@ -353,7 +353,7 @@ for f in t d h; do lz4 -tq "$DIR/$f.pcap.lz4" && echo ok > "$DIR/$f.lz4t" || ech
     assert!(d_err.contains("ignored, already stopping"), "{d_err}");
 }
 
-/// A live capture compresses only while it pays (paper 000's condition):
+/// A live capture compresses only while it pays (Shimizu et al. 2006's condition):
 /// random payload is stored raw without running the compressor, the worm
 /// pattern is compressed to under a fifth; the statistics give the figures;
 /// tshark reads both.

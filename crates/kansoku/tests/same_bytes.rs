@@ -1,5 +1,5 @@
 //! The files kansoku writes are byte for byte those it wrote before the
-//! pipeline refactoring (issue 12), for every format and codec: the traces
+//! pipeline refactoring, for every format and codec: the traces
 //! and their seek indexes, from synthetic traffic and from converted real
 //! captures. The expected lengths and xxh64 hashes in
 //! `tests/data/golden-writes.txt` were made by the kansoku of commit

@@ -345,7 +345,7 @@ fn sigkill_while_writing_leaves_a_readable_prefix_and_sigint_a_complete_file() {
         } else {
             // A clean stop: a complete file, and every packet the writer
             // took is in it. The reading was cut short by the signal, which
-            // is a problem the job reports: exit 1 (issue 12's one exit code
+            // is a problem the job reports: exit 1 (the one exit code
             // for every reading command; it was 0 for `read` alone).
             assert_eq!(out_status.code(), Some(1), "{what}: exit status");
             assert!(tshark_ok, "{what}: tshark reports a damaged file: {err}");
@@ -376,7 +376,7 @@ fn record_ends(pcap: &[u8]) -> Vec<usize> {
     ends
 }
 
-/// The idle flush (point 5 of issue 16): a writer killed with SIGKILL has
+/// The idle flush: a writer killed with SIGKILL has
 /// written every packet it was given more than the idle time before, for
 /// every codec, whether the input stalled (a quiet pipe) or kept flowing
 /// slowly (blocks that would take minutes to fill).

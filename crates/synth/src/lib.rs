@@ -7,7 +7,7 @@
 //! header is built with `wire`'s `Repr::emit`, so lengths and checksums are
 //! right and `wire::slice` reads the frames back.
 //!
-//! The payload patterns are those of paper 000 (§5.1): a fixed byte (highly
+//! The payload patterns are those of Shimizu et al. 2006 (§5.1): a fixed byte (highly
 //! compressible), random bytes per packet (incompressible), and a worm-like
 //! UDP packet modelled on SQL Slammer: 418 bytes to port 1434, the same
 //! payload in every packet, with a run of 96 identical bytes.

@@ -326,7 +326,7 @@ fn parse_entries(body: &[u8], index: &mut Index, first: usize, name: &str) -> Re
 /// buffer, not whole: a 1.6 GB trace has a 3.2 MB index, and on a virtual
 /// machine whose page faults are dear, reading it into fresh memory before
 /// parsing it cost a millisecond and a half of `profile -r`'s start
-/// (bench/profile-throughput.md, round 22).
+/// (bench/profile-throughput.md).
 pub fn read_index(path: &Path) -> Result<Index> {
     let name = path.display().to_string();
     let io = |e| Error::io(format!("reading {name}"), e);

@@ -8,7 +8,7 @@
 //!   and streams records in constant memory; a file cut short yields its
 //!   complete records and a [`Truncation`].
 //! - Writing: [`TraceWriter`] gathers records into blocks of 4–64 KiB and
-//!   compresses each block as a whole (paper 000): one LZ4 frame of
+//!   compresses each block as a whole (Shimizu et al. 2006): one LZ4 frame of
 //!   independent blocks with raw-stored blocks where compression does not
 //!   pay, one zstd frame flushed per block, or gzip members. Each finished
 //!   block reaches the file in one write, then its entry in the sidecar seek

@@ -118,7 +118,7 @@ impl FromStr for OutputFormat {
 pub const MIN_BLOCK_SIZE: usize = 4 * 1024;
 /// The largest block buffer: the LZ4 frame's largest block (BD code 4).
 pub const MAX_BLOCK_SIZE: usize = 64 * 1024;
-/// The default block buffer: 32 KiB, paper 000's buffer size.
+/// The default block buffer: 32 KiB, Shimizu et al. 2006's buffer size.
 ///
 /// Measured with `cargo bench -p trace --bench write` (lz4, 200 MB of pcap
 /// per traffic kind, 2-core EPYC VM), input MB/s and output/input size at
@@ -217,7 +217,7 @@ pub struct WriterConfig {
     /// index's chunk checksums cost, which cover the same bytes.
     pub stream_checksums: bool,
     /// Whether each chunk is compressed ([`CompressWhen::Always`], the
-    /// default) or only while compression pays by paper 000's condition
+    /// default) or only while compression pays by Shimizu et al. 2006's condition
     /// ([`CompressWhen::Pays`]; LZ4 only, see [`crate::compress::economy`]).
     pub compress_when: CompressWhen,
     /// Chunks are gathered into writes of at least this many bytes (0: a

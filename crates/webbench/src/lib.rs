@@ -1,4 +1,4 @@
-//! `webbench`: the delay-aware web server benchmark (S6; paper 004,
+//! `webbench`: the delay-aware web server benchmark (MAWI WG 2001,
 //! chapter 3). An HTTP load generator whose clients come from many source
 //! addresses, so that a delay line (the `delay` crate) can give each its
 //! own round trip, with per-request timings and latency percentiles free

@@ -3,7 +3,7 @@
 //! to its end, each ended by a normal close (both FINs acknowledged) or a
 //! reset; connections in progress over time; arrivals; SYN retransmissions;
 //! the handshake round trip per client (the server's SYN-ACK to the
-//! client's ACK: ENMA's "(3) − (2)", paper 004 Fig. 3.2); and TIME_WAIT,
+//! client's ACK: ENMA's "(3) − (2)", MAWI WG 2001 Fig. 3.2); and TIME_WAIT,
 //! reported apart: a server that closes first holds the connection's
 //! socket for 60 s more (Linux's TCP_TIMEWAIT_LEN), which is not work in
 //! progress and is not counted as such.

@@ -110,7 +110,7 @@ pub struct OutputArgs {
     /// Compression threads; the file is the same whatever the number. 1: blocks are compressed on the writing thread; N >= 2: by N threads while it goes on (zstd: by one, its blocks continue one frame). auto (default): 1 for lz4 and none, for gzip the cores less one, 1 to 4, for zstd 2 where there are two cores (one compression thread beside the writing one, as zstd -1).
     #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = CompressThreads::parse)]
     pub compress_threads: CompressThreads,
-    /// When lz4 runs: always, or only while it saves the writer time by paper 000's condition
+    /// When lz4 runs: always, or only while it saves the writer time by Shimizu et al. 2006's condition
     /// T_c > T_d / (1 - r) (compressor and write speed and ratio measured as it goes; blocks are stored raw without
     /// trying otherwise, with a trial now and then; the statistics say which and why). Default: pays for a live
     /// capture, always elsewhere.

@@ -111,7 +111,7 @@ pub struct SinkSummary {
     /// (`--compress-when pays`, the default of a live capture).
     pub skipped_blocks: u64,
     /// What the compressor was given and made of it, and the time it and
-    /// the writes took: the figures of paper 000's condition.
+    /// the writes took: the figures of Shimizu et al. 2006's condition.
     pub compressed_in: u64,
     pub compressed_out: u64,
     pub compress_ns: u64,

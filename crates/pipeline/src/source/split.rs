@@ -49,7 +49,7 @@ use crate::source::trace::{verifying, TraceSource};
 /// that finds the other thread asleep waits for its virtual CPU to be woken:
 /// with runs of 256 KiB (50 us of reading each) the two reading threads and
 /// the counting thread used 1.5 of the two CPUs, and the whole run took 15%
-/// longer (bench/profile-throughput.md, round 21). An indexed run is read
+/// longer (bench/profile-throughput.md). An indexed run is read
 /// and checked a piece at a time, in the cache (`trace::runs`).
 pub const RUN_BYTES: u64 = 2 << 20;
 
@@ -60,7 +60,7 @@ pub const MIN_SPLIT_BYTES: u64 = 16 << 20;
 /// Files whose records are shorter than this on average are read on one
 /// thread: a full-frame trace (about 800 bytes a record) is read 20% faster
 /// on two, one cut to 400 bytes 4%, to 200 bytes no faster, to 96 bytes 5%
-/// slower (bench/profile-throughput.md, round 18).
+/// slower (bench/profile-throughput.md).
 pub const MIN_SPLIT_RECORD: u64 = 256;
 
 /// Files with a run longer than this are read on one thread (see
@@ -124,7 +124,7 @@ type Taken = Option<(Span, Vec<Sliced>)>;
 /// waiting. So whichever thread has time reads: with a fixed share (two runs
 /// of three to the helper) the helper ran out of runs at 105 ms of a 134 ms
 /// run of the active-flows trace and this thread went on alone, 128 ms on a
-/// CPU against the helper's 90 (bench/profile-throughput.md, round 22).
+/// CPU against the helper's 90 (bench/profile-throughput.md).
 struct Claims {
     /// The first run nobody has claimed.
     next: AtomicUsize,

@@ -1,6 +1,6 @@
 //! Stages: what is done to each packet between its source and its sinks.
 //!
-//! [`Stages`] holds the filter (S3) and the profiler (S4) of a run. A
+//! [`Stages`] holds the filter and the profiler of a run. A
 //! packet goes through the filter first; the profiler counts what the
 //! filter keeps. A packet is parsed once: the filter's slice is handed to
 //! the profiler; a profiler alone reads the flow with `wire::flow_bits`,

@@ -1,10 +1,10 @@
-//! When compression pays: paper 000's condition, applied chunk by chunk.
+//! When compression pays: Shimizu et al. 2006's condition, applied chunk by chunk.
 //!
 //! Writing a chunk of `S` bytes raw costs the writer `S / T_d` (the time its
 //! writes take, at throughput `T_d`); compressing it first costs
 //! `S / T_c + r·S / T_d` (the compressor at `T_c`, then `r·S` bytes to
 //! write, `r` the compressed size over the original). Compressing saves
-//! time exactly when `T_c > T_d / (1 - r)` (paper 000, §4). On random
+//! time exactly when `T_c > T_d / (1 - r)` (Shimizu et al. 2006, §4). On random
 //! payload `r` is about 1, so compression never pays: every byte costs the
 //! compressor's time and saves nothing. On a disk that keeps up and traffic
 //! that shrinks by half it pays only when the compressor runs at twice the
@@ -25,7 +25,7 @@
 //! at least [`MEASURED_WRITE`] bytes, where the fixed part is small: the
 //! first chunk is stored raw to have one, and while compression shrinks
 //! every write below that size, one chunk in [`WRITE_PROBE`] is stored raw
-//! to keep the figure current (on the worm-like traffic of paper 000, whose
+//! to keep the figure current (on the worm-like traffic of Shimizu et al. 2006, whose
 //! chunks shrink to a twelfth, that adds 0.4% of the raw size to the file).
 
 /// The most chunks stored raw in a row before the next trial.

@@ -7,7 +7,7 @@
 //! any block without the ones before it. A block whose compressed form is not
 //! smaller than its input is stored raw by setting the size field's high bit,
 //! the format's "uncompressed block" flag; this keeps incompressible traffic
-//! at raw-write cost and size, which is paper 000's future work.
+//! at raw-write cost and size, which is Shimizu et al. 2006's future work.
 //!
 //! Each block is followed by its xxh32 (FLG.B.Checksum), so a flipped bit
 //! in the file is found by any reader (tshark, `lz4 -t`, kansoku) instead of

@@ -3,7 +3,7 @@
 //! The writer hands each completed *chunk* (whole records, normally one block
 //! buffer's worth) to a [`ChunkEncoder`], which appends bytes that make the
 //! chunk decodable on its own or, for zstd, decodable once everything before it
-//! has been read. The layout of each codec follows paper 000's finding that
+//! has been read. The layout of each codec follows Shimizu et al. 2006's finding that
 //! compressing fixed-size blocks of packets, never single packets, is what
 //! raises the loss-free capture rate:
 //!
@@ -47,7 +47,7 @@ pub struct ChunkReport {
 
 /// The default level of each codec when none is given.
 ///
-/// zstd and gzip default to their fastest level (1): paper 000 measured that
+/// zstd and gzip default to their fastest level (1): Shimizu et al. 2006 measured that
 /// a slow compressor (zlib) made loss-free capture *worse*, and its condition
 /// for a gain, `T_c > T_d / (1 - r)`, favours compressor speed over ratio.
 pub fn default_level(codec: Codec) -> Option<i32> {
