@@ -1,5 +1,11 @@
-//! `capture`: live packet capture from AF_PACKET TPACKET_V3 rings, and the
-//! devices and sockets of the IPsec gateway.
+//! `capture`: kansoku's kernel packet I/O. Every socket and device through
+//! which packets enter or leave the kernel is opened here, and only here:
+//! AF_PACKET TPACKET_V3 capture rings and the frame sender, AF_XDP, raw IP
+//! and ESP-in-UDP sockets, TUN devices, NFQUEUE; with them the process's
+//! side of that work (network namespaces, privileges, CPU usage). Sockets
+//! are opened one way (`sys::socket_raw`, `SOCK_CLOEXEC`), and a thread's
+//! CPU time is read one way ([`usage::thread_cpu_time`], the `cpu-time`
+//! crate, as the trace writer reads its own).
 //!
 //! - [`ring::TpacketRing`] opens an AF_PACKET socket on one interface, maps its
 //!   TPACKET_V3 receive ring, cuts packets to the snap length in the kernel,
@@ -16,7 +22,8 @@
 //! - [`tun::Tun`] is a TUN device (IP packets to and from the kernel's
 //!   routing), [`rawip`] the raw IP and ESP-in-UDP sockets of an IPsec
 //!   gateway's outer side, [`poll::wait_readable`] waits on any of them with
-//!   a timeout, and [`netns::enter`] moves a thread into a network namespace.
+//!   a timeout, [`netns::enter`] moves a thread into a network namespace,
+//!   and [`netns::VethPair`] joins two namespaces by a veth pair.
 //! - [`nfqueue::NfQueue`] is an NFQUEUE queue (packets an iptables rule
 //!   queues, held until a verdict names them): the delay line's input.
 //! - [`privileges::User::lookup`] and [`privileges::drop_privileges`] are

@@ -20,7 +20,7 @@
 //! block can only end that block's walk, never read outside it.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -407,15 +407,12 @@ impl TpacketRing {
         // Protocol 0: the socket receives nothing until `bind` names the
         // interface and ETH_P_ALL; created with ETH_P_ALL it would take
         // packets from every interface meanwhile (libpcap does the same).
-        // SAFETY: plain socket(2) call; the result is checked before use.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(last_error(
-                "socket(AF_PACKET) (capturing needs root or CAP_NET_RAW)",
-            ));
-        }
-        // SAFETY: `raw` is a new descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = crate::sys::socket_raw(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("socket(AF_PACKET) (capturing needs root or CAP_NET_RAW): {e}"),
+            )
+        })?;
         let (link_type, loopback) = interface_link_type(&fd, &cfg.interface)?;
         setsockopt(
             &fd,

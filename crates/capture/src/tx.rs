@@ -3,7 +3,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Frames per `sendmmsg` call at most.
 pub const MAX_BATCH: usize = 64;
@@ -28,17 +28,12 @@ impl PacketSender {
             ));
         }
         // Protocol 0: this socket sends only; it receives nothing.
-        // SAFETY: plain socket(2) call; the result is checked before use.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
+        let fd = crate::sys::socket_raw(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| {
+            io::Error::new(
                 e.kind(),
                 format!("socket(AF_PACKET) (sending needs root or CAP_NET_RAW): {e}"),
-            ));
-        }
-        // SAFETY: `raw` is a new descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            )
+        })?;
         // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;

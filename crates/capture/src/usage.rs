@@ -144,21 +144,10 @@ pub fn process_cpu_time(pid: u32) -> io::Result<Duration> {
 }
 
 /// CPU time the calling thread has used so far (CLOCK_THREAD_CPUTIME_ID,
-/// nanosecond resolution): what a thread reports of its own cost.
+/// nanosecond resolution): what a thread reports of its own cost. Read
+/// through the `cpu-time` crate, as the trace writer reads its own.
 pub fn thread_cpu_time() -> io::Result<Duration> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec the call fills.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Duration::new(
-        ts.tv_sec.max(0) as u64,
-        ts.tv_nsec.clamp(0, 999_999_999) as u32,
-    ))
+    cpu_time::ThreadTime::try_now().map(|t| t.as_duration())
 }
 
 /// The calling thread's id (`gettid(2)`), for [`thread_waits`].
