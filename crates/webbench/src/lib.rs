@@ -27,6 +27,7 @@ pub mod http1;
 pub mod http2;
 pub mod load;
 pub mod observe;
+pub mod report;
 pub mod session;
 pub mod tap;
 pub mod tls;
