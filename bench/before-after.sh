@@ -59,7 +59,7 @@ if [ -f "$data/acl1_10k.rules" ]; then
     bin=${!b}; v=()
     for _ in $(seq "$runs"); do
       v+=("$("$bin" bench filter --rules "$data/acl1_10k.rules" --trace "$data/acl1_10k.trace.zst" --paper-sizes 0 --min-seconds 1 --json 2>/dev/null \
-        | tail -1 | python3 -c 'import json,sys; r=json.load(sys.stdin)["results"]; print([x for x in r if x["engine"]=="fast"][-1]["ns_per_packet"])')")
+        | tail -1 | python3 -c 'import json,sys; r=json.load(sys.stdin)["results"]; print([x for x in r if x["engine"]=="fast" and "ns_per_packet" in x][-1]["ns_per_packet"])')")
     done
     printf '%s %s\n' "$b" "$(printf '%s\n' "${v[@]}" | median)"
   done
