@@ -382,7 +382,7 @@ fn seconds(s: &str) -> Result<f64, String> {
 /// `kansoku bench web`: kansoku's load generator against wrk's.
 #[derive(Debug, Args)]
 pub struct BenchWebArgs {
-    /// The page both ask for (http://HOST[:PORT]/PATH), e.g. a 10 KB file nginx serves.
+    /// The page both ask for (`http://HOST[:PORT]/PATH`), e.g. a 10 KB file nginx serves.
     pub url: String,
     /// Threads of each tool.
     #[arg(short = 't', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=256))]

@@ -6,7 +6,7 @@
 //! ([`ipsec::crypto_only::CryptoOnly`]), measured in the same run, and
 //! `openssl speed` for the same algorithms. The engine's share is
 //! crypto-only time over encap + decap time, the median of each round's
-//! ratio over the quietest quarter of the rounds (see [`quiet_shares`]):
+//! ratio over the quietest quarter of the rounds (see `quiet_shares`):
 //! 1.0 would mean the packet handling is free.
 //!
 //! For 3DES and Blowfish the KAME-era keying (key schedule and HMAC pads

@@ -12,7 +12,7 @@
 //!   way, an optional rate limit and loss), without sockets.
 //! - [`rules`]: the iptables rules that queue the clients' packets, put in
 //!   and taken out whole, and what a killed run left behind removed.
-//! - [`line`]: the running delay line over [`capture::nfqueue`], its
+//! - [`mod@line`]: the running delay line over [`capture::nfqueue`], its
 //!   counters, and whether the run was valid.
 //!
 //! No `unsafe` here: the netlink socket is in `capture`.

@@ -951,7 +951,7 @@ fn insert_box<const D: usize>(trees: &mut Vec<Tree<D>>, b: LeafRule<D>, f: &Fiel
 }
 
 /// The fast engine: per address family, a few HyperSplit trees over groups
-/// of rules (see [`decompose`]).
+/// of rules (see `decompose`).
 #[derive(Clone, Debug)]
 pub struct Fast {
     v4: Vec<Tree<V4_DIMS>>,

@@ -11,7 +11,7 @@
 //!
 //! Adding a target: write its function here, add it to [`TARGETS`], add a
 //! `[[bin]]` to fuzz/Cargo.toml and its one-line fuzz_targets/ file, and
-//! commit a seed corpus in fuzz/corpus/<target>/; the replay test fails
+//! commit a seed corpus in `fuzz/corpus/<target>/`; the replay test fails
 //! until all of them are there.
 
 #![forbid(unsafe_code)]

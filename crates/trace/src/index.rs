@@ -322,7 +322,7 @@ fn parse_entries(body: &[u8], index: &mut Index, first: usize, name: &str) -> Re
 /// Reads the index at `path` (the sidecar itself, see [`index_path`]).
 /// A torn last entry, left by a crash during its append, is ignored.
 ///
-/// The file is read [`READ_BLOCK`] entries at a time into one small
+/// The file is read `READ_BLOCK` entries at a time into one small
 /// buffer, not whole: a 1.6 GB trace has a 3.2 MB index, and on a virtual
 /// machine whose page faults are dear, reading it into fresh memory before
 /// parsing it cost a millisecond and a half of `profile -r`'s start

@@ -384,7 +384,7 @@ fn chain_at(bytes: &[u8], mut o: usize, at_end: bool, big_endian: bool, nanos: b
     true
 }
 
-/// The first offset under `before` in `bytes` where [`chain_at`] finds a
+/// The first offset under `before` in `bytes` where `chain_at` finds a
 /// record can start; `at_end`: `bytes` end where the file does.
 pub fn resync(
     bytes: &[u8],

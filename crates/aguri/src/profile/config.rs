@@ -14,7 +14,7 @@ use super::Profiler;
 pub const DEFAULT_BUDGET: usize = 4096;
 /// Flows the flow table in front of the trees holds by default (one
 /// 64-byte slot each: 4 MiB, well inside a server's L3 cache). See
-/// [`crate::flows`]: on the benchmark's active-flows trace (16,384 flows
+/// `aguri::flows`: on the benchmark's active-flows trace (16,384 flows
 /// at once) every flow reaches the trees once, and on its heavy-tailed
 /// trace (100,000 flows drawn at random) one packet in seven pushes a
 /// flow out, against one in three with 32,768 slots (1.4x the speed there,
@@ -41,7 +41,7 @@ pub struct ProfilerConfig {
     pub threshold: f64,
     /// What the threshold and the shares are measured in.
     pub metric: Metric,
-    /// Slots of the flow table in front of the trees ([`crate::flows`]);
+    /// Slots of the flow table in front of the trees (`aguri::flows`);
     /// 0 counts every packet in the trees directly, as aguri does.
     pub flow_slots: usize,
     /// Entries of the 5-tuple table behind the 2-D view (source ×

@@ -128,7 +128,7 @@ struct Current {
 /// bounded by the node budget, or by the exact keys (`exact_keys`).
 ///
 /// Packets are counted in batches: every `CHUNK` (64) packets' keys are
-/// counted in the flow table ([`crate::flows`]), and the flows it lets go
+/// counted in the flow table (`aguri::flows`), and the flows it lets go
 /// wait until there are `TREE_BATCH` (4096) of them; then they are counted
 /// in the source port tree, then in the destination port tree, the source
 /// address tree and the destination address tree, so that each tree's

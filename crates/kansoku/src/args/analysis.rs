@@ -73,7 +73,7 @@ pub struct FilterExplainArgs {
     /// Rule file.
     #[arg(long, value_name = "FILE")]
     pub rules: PathBuf,
-    /// The packet: `PROTO SRC[:PORT] > DST[:PORT] [flags LETTERS]` (IPv6 as [addr]:port).
+    /// The packet: `PROTO SRC[:PORT] > DST[:PORT] [flags LETTERS]` (IPv6 as `[addr]:port`).
     #[arg(required = true, num_args = 1.., allow_hyphen_values = true, value_name = "PACKET")]
     pub packet: Vec<String>,
     /// Print JSON.

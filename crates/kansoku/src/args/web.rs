@@ -89,7 +89,7 @@ pub struct DelayRunArgs {
 /// `kansoku webbench`: HTTP load from many client addresses.
 #[derive(Debug, Args)]
 pub struct WebbenchArgs {
-    /// The page to ask for (http:// or https://HOST[:PORT]/PATH).
+    /// The page to ask for (`http://` or `https://HOST[:PORT]/PATH`).
     pub url: String,
     /// Closed model: this many connections, each asking again when answered (default 10 without --rate); a
     /// comma-separated list runs a sweep, one step per count (e.g. 1,10,50,100,200,500,800,900,1000), each -d long.

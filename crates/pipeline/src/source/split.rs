@@ -14,7 +14,7 @@
 //! only what the profiler needs of each packet ([`Sliced`]: its time, length
 //! and flow), while this thread gives the packets to the run's consumer in
 //! file order and reads a run itself whenever the one it needs next is
-//! not the helper's or not ready ([`Claims`]).
+//! not the helper's or not ready (`Claims`).
 //!
 //! Nothing changes in what is counted or reported: a run either thread
 //! cannot take whole (a chunk that fails its checksum, a record header that

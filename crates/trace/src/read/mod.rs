@@ -431,7 +431,7 @@ impl TraceReader {
     /// Whether the last `None` from [`TraceReader::next_record`] means the
     /// input has nothing for now rather than its end: a plain stream whose
     /// source returned `WouldBlock` (a quiet pipe, see
-    /// [`IdleTicks`](crate::read::IdleTicks)). Reading goes on at the next call.
+    /// `IdleTicks`). Reading goes on at the next call.
     pub fn is_waiting(&self) -> bool {
         self.waiting && self.state != State::Done
     }

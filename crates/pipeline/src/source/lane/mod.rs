@@ -174,7 +174,7 @@ pub struct PipelineConfig {
     /// timeout, so that packets in a block the kernel has not yet retired
     /// are never behind it.
     pub heartbeat_lag: Duration,
-    /// The consumer is told ([`Consumer::idle`](crate::Consumer::idle))
+    /// The consumer is told ([`crate::Consumer::idle`])
     /// when no batch has come for this long, and at least this often while
     /// they come, so a trace's partial block reaches the file and a kill
     /// loses at most this long of a quiet capture; `None` for never.
