@@ -105,7 +105,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 use ipsec::frag::{is_fragment, Reassembler, Step};
 use packet::{
     dont_fragment, dst_addr, fragment_v4, fragment_v6, icmp4_too_big, icmp6_too_big, ip_protocol,
-    link_local, udp_headers, version, IPV6_MIN_MTU, UDP_HEAD,
+    link_local, udp_headers, version, IPV4_MIN_MTU, IPV6_MIN_MTU, UDP_HEAD,
 };
 
 /// Packets read from one descriptor before the others get a turn.
@@ -717,7 +717,12 @@ impl Gateway {
             self.report.link_local += 1;
             return;
         }
-        if self.has_sas && matches!(ip_protocol(pkt), Some(50 | 51)) {
+        if self.has_sas
+            && matches!(
+                ip_protocol(pkt),
+                Some(wire::IpProtocol::Esp | wire::IpProtocol::Ah)
+            )
+        {
             self.report.looped += 1;
             return;
         }
@@ -769,7 +774,7 @@ impl Gateway {
     /// reassembled here is fragmented again: its sender had already made it
     /// fit.
     fn too_big(&mut self, wire: &[u8], inner: &[u8], protected: bool, reassembled: bool) {
-        let outer_v6 = version(wire) == 6;
+        let outer_v6 = version(wire) == wire::ipv6::VERSION;
         let Some(dst) = dst_addr(wire) else { return };
         let pmtu = path_mtu_via(dst, self.device.as_deref()).unwrap_or(if outer_v6 {
             IPV6_MIN_MTU
@@ -785,8 +790,10 @@ impl Gateway {
         let mut scratch = std::mem::take(&mut self.bufs.scratch);
         let icmp = match version(inner) {
             _ if reassembled => None,
-            4 if dont_fragment(inner) => icmp4_too_big(inner, room.max(68), &mut scratch),
-            6 if inner.len() > IPV6_MIN_MTU as usize => {
+            wire::ipv4::VERSION if dont_fragment(inner) => {
+                icmp4_too_big(inner, room.max(IPV4_MIN_MTU), &mut scratch)
+            }
+            wire::ipv6::VERSION if inner.len() > IPV6_MIN_MTU as usize => {
                 icmp6_too_big(inner, room.max(IPV6_MIN_MTU), &mut scratch)
             }
             _ => None,

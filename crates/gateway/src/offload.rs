@@ -25,8 +25,10 @@
 
 use std::net::IpAddr;
 
-use wire::checksum;
-use wire::IpProtocol;
+use wire::ipv4::{self, Ipv4Packet};
+use wire::ipv6::{self, Ipv6Packet};
+use wire::tcp::{self, TcpPacket};
+use wire::{checksum, IpProtocol, TcpFlags};
 
 use super::packet::{dst_addr, src_addr};
 
@@ -52,14 +54,20 @@ pub const GSO_ECN: u8 = 0x80;
 const MAX_LEN: usize = 65_535;
 
 /// TCP's flag bits (RFC 9293 §3.1, RFC 3168 §6.1).
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
-const PSH: u8 = 0x08;
-const ACK: u8 = 0x10;
-const URG: u8 = 0x20;
-const ECE: u8 = 0x40;
-const CWR: u8 = 0x80;
+/// The TCP header's byte that holds the flags from CWR to FIN: the low
+/// byte of the control bits, which is all GSO and GRO change.
+const FLAGS_AT: usize = tcp::field::FLAGS.end - 1;
+const FIN: u8 = TcpFlags::FIN.0 as u8;
+const SYN: u8 = TcpFlags::SYN.0 as u8;
+const RST: u8 = TcpFlags::RST.0 as u8;
+const PSH: u8 = TcpFlags::PSH.0 as u8;
+const ACK: u8 = TcpFlags::ACK.0 as u8;
+const URG: u8 = TcpFlags::URG.0 as u8;
+const ECE: u8 = TcpFlags::ECE.0 as u8;
+const CWR: u8 = TcpFlags::CWR.0 as u8;
+
+/// Where the TCP checksum is, from the TCP header's start.
+const TCP_CHECKSUM_AT: usize = tcp::field::CHECKSUM.start;
 
 /// A `struct virtio_net_hdr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -156,27 +164,29 @@ impl Tcp {
     /// `p` as IPv4 (not a fragment) or IPv6 (no extension headers)
     /// carrying TCP, its length field within `p`.
     fn parse(p: &[u8]) -> Option<Tcp> {
-        let (v6, ip, len) = match p.first()? >> 4 {
-            4 => {
-                let ip = usize::from(p[0] & 0x0f) * 4;
-                let len = usize::from(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]));
-                let frag = u16::from_be_bytes([*p.get(6)?, *p.get(7)?]) & 0x3fff;
-                if ip < 20 || *p.get(9)? != 6 || frag != 0 {
+        let (v6, ip, len) = match wire::ip::version(*p.first()?) {
+            ipv4::VERSION => {
+                let h = Ipv4Packet::new_checked(p).ok()?;
+                if h.protocol() != IpProtocol::Tcp || h.more_frags() || h.frag_offset() != 0 {
                     return None;
                 }
-                (false, ip, len)
+                (false, h.header_len(), usize::from(h.total_len()))
             }
-            6 => {
-                let plen = usize::from(u16::from_be_bytes([*p.get(4)?, *p.get(5)?]));
-                if *p.get(6)? != 6 {
+            ipv6::VERSION => {
+                let h = Ipv6Packet::new_checked(p).ok()?;
+                if h.next_header() != IpProtocol::Tcp {
                     return None;
                 }
-                (true, 40, 40 + plen)
+                (
+                    true,
+                    ipv6::HEADER_LEN,
+                    ipv6::HEADER_LEN + usize::from(h.payload_len()),
+                )
             }
             _ => return None,
         };
-        let tcp = usize::from(p.get(ip + 12)? >> 4) * 4;
-        if tcp < 20 || ip + tcp > len || len > p.len() {
+        let tcp = TcpPacket::new_checked(p.get(ip..)?).ok()?.header_len();
+        if ip + tcp > len || len > p.len() {
             return None;
         }
         Some(Tcp { v6, ip, tcp, len })
@@ -200,27 +210,24 @@ impl Tcp {
     /// the IPv4 header checksum.
     fn set_len(&self, p: &mut [u8], len: usize) {
         if self.v6 {
-            p[4..6].copy_from_slice(&((len - 40) as u16).to_be_bytes());
+            Ipv6Packet::new_unchecked(p).set_payload_len((len - ipv6::HEADER_LEN) as u16);
         } else {
-            p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-            p[10..12].fill(0);
-            let c = checksum::checksum(&p[..self.ip]);
-            p[10..12].copy_from_slice(&c.to_be_bytes());
+            let mut h = Ipv4Packet::new_unchecked(p);
+            h.set_len_protocol_and_checksum(len as u16, IpProtocol::Tcp);
         }
     }
 
     /// Writes the whole TCP checksum of `p` (its length `len`).
     fn fill_checksum(&self, p: &mut [u8]) {
-        let at = self.ip + 16;
-        p[at..at + 2].fill(0);
+        TcpPacket::new_unchecked(&mut p[self.ip..]).set_checksum(0);
         let sum = self.pseudo(p, p.len() - self.ip) + checksum::sum(&p[self.ip..]);
-        p[at..at + 2].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
+        TcpPacket::new_unchecked(&mut p[self.ip..]).set_checksum(!checksum::fold(sum));
     }
 
     /// Whether the TCP checksum of `p` (`self.len` bytes) is right, and
     /// an IPv4 header's.
     fn checksum_ok(&self, p: &[u8]) -> bool {
-        if !self.v6 && checksum::checksum(&p[..self.ip]) != 0 {
+        if !self.v6 && !Ipv4Packet::new_unchecked(p).verify_checksum() {
             return false;
         }
         let sum = self.pseudo(p, self.len - self.ip) + checksum::sum(&p[self.ip..self.len]);
@@ -283,8 +290,8 @@ pub fn segment(
     let head = t.ip + t.tcp;
     let body = &pkt[head..];
     let seq0 = seq(pkt, &t);
-    let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
-    let flags0 = pkt[t.ip + 13];
+    let id0 = Ipv4Packet::new_unchecked(pkt).ident();
+    let flags0 = pkt[t.ip + FLAGS_AT];
     if body.is_empty() {
         // Nothing to cut: the checksums alone, the IPv4 header's too, as
         // for every cut segment (a GSO packet's may be left stale; found
@@ -303,12 +310,12 @@ pub fn segment(
         buf.extend_from_slice(&pkt[..head]);
         buf.extend_from_slice(chunk);
         if !v6 {
-            buf[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+            Ipv4Packet::new_unchecked(&mut buf[..]).set_ident(id0.wrapping_add(i as u16));
         }
         let len = buf.len();
         t.set_len(buf, len);
         let seq = seq0.wrapping_add((i * mss) as u32);
-        buf[t.ip + 4..t.ip + 8].copy_from_slice(&seq.to_be_bytes());
+        TcpPacket::new_unchecked(&mut buf[t.ip..]).set_seq_number(seq);
         let mut flags = flags0;
         if i + 1 < n {
             flags &= !(FIN | PSH);
@@ -316,7 +323,7 @@ pub fn segment(
         if i > 0 {
             flags &= !CWR;
         }
-        buf[t.ip + 13] = flags;
+        buf[t.ip + FLAGS_AT] = flags;
         t.fill_checksum(buf);
         emit(buf);
     }
@@ -381,7 +388,7 @@ impl Coalescer {
             write((VnetHdr::default(), p));
             return;
         };
-        let flags = p[t.ip + 13];
+        let flags = p[t.ip + FLAGS_AT];
         if flags & (FIN | SYN | RST | URG | ECE | CWR) != 0 || flags & ACK == 0 {
             self.flush(&mut write);
             write((VnetHdr::default(), p));
@@ -398,7 +405,7 @@ impl Coalescer {
             self.count += 1;
             self.joined += 1;
             self.next_seq = self.next_seq.wrapping_add(t.payload() as u32);
-            let at = self.at.as_ref().map_or(0, |a| a.ip) + 13;
+            let at = self.at.as_ref().map_or(0, |a| a.ip) + FLAGS_AT;
             self.run[at] |= flags & PSH;
             self.closed = flags & PSH != 0 || t.payload() < self.mss;
             return;
@@ -432,19 +439,24 @@ impl Coalescer {
         }
         // The IP headers but for the fields that differ per packet.
         let same_ip = if t.v6 {
-            p[..4] == run[..4] && p[6..40] == run[6..40]
+            use ipv6::field::{LENGTH, VER_TC_FLOW};
+            p[VER_TC_FLOW] == run[VER_TC_FLOW] && p[LENGTH.end..t.ip] == run[LENGTH.end..t.ip]
         } else {
-            p[..2] == run[..2] && p[6..10] == run[6..10] && p[12..t.ip] == run[12..t.ip]
+            use ipv4::field::{CHECKSUM, FLG_OFF, LENGTH, PROTOCOL};
+            p[..LENGTH.start] == run[..LENGTH.start]
+                && p[FLG_OFF.start..=PROTOCOL] == run[FLG_OFF.start..=PROTOCOL]
+                && p[CHECKSUM.end..t.ip] == run[CHECKSUM.end..t.ip]
         };
         // Ports; acknowledgment, data offset, flags but PSH, window,
         // urgent pointer and options (not the checksum).
+        use tcp::field::{ACK as ACK_NUMBER, CHECKSUM, DST_PORT, SRC_PORT, WINDOW};
         let (a, b) = (&p[t.ip..t.ip + t.tcp], &run[t.ip..t.ip + t.tcp]);
         same_ip
-            && a[..4] == b[..4]
-            && a[8..13] == b[8..13]
-            && a[13] & !PSH == b[13] & !PSH
-            && a[14..16] == b[14..16]
-            && a[18..] == b[18..]
+            && a[SRC_PORT.start..DST_PORT.end] == b[SRC_PORT.start..DST_PORT.end]
+            && a[ACK_NUMBER.start..FLAGS_AT] == b[ACK_NUMBER.start..FLAGS_AT]
+            && a[FLAGS_AT] & !PSH == b[FLAGS_AT] & !PSH
+            && a[WINDOW] == b[WINDOW]
+            && a[CHECKSUM.end..] == b[CHECKSUM.end..]
     }
 
     /// Hands the run to `write`: alone as it came (its checksum checked
@@ -464,14 +476,14 @@ impl Coalescer {
         let len = self.run.len();
         t.set_len(&mut self.run, len);
         let partial = checksum::fold(t.pseudo(&self.run, len - t.ip));
-        self.run[t.ip + 16..t.ip + 18].copy_from_slice(&partial.to_be_bytes());
+        TcpPacket::new_unchecked(&mut self.run[t.ip..]).set_checksum(partial);
         let h = VnetHdr {
             flags: F_NEEDS_CSUM,
             gso_type: if t.v6 { GSO_TCPV6 } else { GSO_TCPV4 },
             hdr_len: (t.ip + t.tcp) as u16,
             gso_size: self.mss as u16,
             csum_start: t.ip as u16,
-            csum_offset: 16,
+            csum_offset: TCP_CHECKSUM_AT as u16,
         };
         write((h, &self.run));
     }
@@ -552,11 +564,12 @@ pub fn replay(data: &[u8]) {
         let (mut o, mut q) = (o.clone(), p.to_vec());
         if !t.v6 {
             for x in [&mut o, &mut q] {
-                x[4..6].fill(0);
-                x[10..12].fill(0);
+                let mut h = Ipv4Packet::new_unchecked(&mut x[..]);
+                h.set_ident(0);
+                h.set_checksum(0);
             }
         }
-        let c = t.ip + 16;
+        let c = t.ip + TCP_CHECKSUM_AT;
         let zero = |x: &[u8]| x == [0, 0] || x == [0xff, 0xff];
         if zero(&o[c..c + 2]) && zero(&q[c..c + 2]) {
             q[c..c + 2].copy_from_slice(&o[c..c + 2]);
@@ -566,7 +579,7 @@ pub fn replay(data: &[u8]) {
 }
 
 fn seq(p: &[u8], t: &Tcp) -> u32 {
-    u32::from_be_bytes([p[t.ip + 4], p[t.ip + 5], p[t.ip + 6], p[t.ip + 7]])
+    TcpPacket::new_unchecked(&p[t.ip..]).seq_number()
 }
 
 #[cfg(test)]

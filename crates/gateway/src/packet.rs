@@ -4,7 +4,13 @@
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
-use wire::{checksum, IpProtocol};
+use wire::icmp::{self, IcmpPacket};
+use wire::icmpv6::{self, Icmpv6Packet};
+use wire::ipv4::{self, Ipv4Packet};
+use wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
+use wire::ipv6ext::{self, Ipv6ExtHeader, Ipv6FragmentRepr};
+use wire::udp::{self, UdpPacket};
+use wire::IpProtocol;
 
 /// Room in front of a received ESP-in-UDP payload for the IP and UDP
 /// headers the engine expects.
@@ -18,40 +24,71 @@ const ICMP4_QUOTE: usize = 576 - 28;
 /// the error within the minimum MTU).
 const ICMP6_QUOTE: usize = 1280 - 48;
 
+/// The TTL (IPv6: hop limit) of the packets the gateway builds, Linux's
+/// default.
+const TTL: u8 = 64;
+
+/// The type of service of the ICMP errors the gateway sends: precedence
+/// internetwork control, as Linux sends its own (RFC 1812 §4.3.2.5).
+const TOS_NETWORK_CONTROL: u8 = 0xc0;
+
+/// Fragment offsets count 8-byte units, and every fragment but the last
+/// carries a multiple of them (RFC 791 §3.2, RFC 8200 §4.5).
+const FRAGMENT_UNIT: usize = 8;
+
+/// The largest fragment offset in bytes: the 13-bit field, in units.
+const MAX_FRAGMENT_OFFSET: usize = 0x1fff * FRAGMENT_UNIT;
+
+/// The IPv4 MTU every host must take whole (RFC 791 §3.2: 68 octets).
+pub(super) const IPV4_MIN_MTU: u32 = 68;
+
 /// The IPv6 minimum link MTU (RFC 8200 §5).
 pub(super) const IPV6_MIN_MTU: u32 = 1280;
 
 pub(super) fn version(p: &[u8]) -> u8 {
-    p.first().map_or(0, |b| b >> 4)
+    p.first().map_or(0, |&b| wire::ip::version(b))
+}
+
+/// An IPv4 or IPv6 header, read through `wire`'s views.
+enum Ip<'a> {
+    V4(Ipv4Packet<&'a [u8]>),
+    V6(Ipv6Packet<&'a [u8]>),
+}
+
+impl<'a> Ip<'a> {
+    fn new(p: &'a [u8]) -> Option<Ip<'a>> {
+        match version(p) {
+            ipv4::VERSION => Ipv4Packet::new_checked(p).ok().map(Ip::V4),
+            ipv6::VERSION => Ipv6Packet::new_checked(p).ok().map(Ip::V6),
+            _ => None,
+        }
+    }
 }
 
 /// The protocol after the IP header (IPv6: the first next header).
-pub(super) fn ip_protocol(p: &[u8]) -> Option<u8> {
-    match version(p) {
-        4 => p.get(9).copied(),
-        6 => p.get(6).copied(),
-        _ => None,
+pub(super) fn ip_protocol(p: &[u8]) -> Option<IpProtocol> {
+    match Ip::new(p)? {
+        Ip::V4(ip) => Some(ip.protocol()),
+        Ip::V6(ip) => Some(ip.next_header()),
     }
 }
 
 pub(super) fn src_addr(p: &[u8]) -> Option<IpAddr> {
-    match version(p) {
-        4 => <[u8; 4]>::try_from(p.get(12..16)?).ok().map(IpAddr::from),
-        6 => <[u8; 16]>::try_from(p.get(8..24)?).ok().map(IpAddr::from),
-        _ => None,
+    match Ip::new(p)? {
+        Ip::V4(ip) => Some(ip.src_addr().into()),
+        Ip::V6(ip) => Some(ip.src_addr().into()),
     }
 }
 
 pub(super) fn dst_addr(p: &[u8]) -> Option<IpAddr> {
-    match version(p) {
-        4 => <[u8; 4]>::try_from(p.get(16..20)?).ok().map(IpAddr::from),
-        6 => <[u8; 16]>::try_from(p.get(24..40)?).ok().map(IpAddr::from),
-        _ => None,
+    match Ip::new(p)? {
+        Ip::V4(ip) => Some(ip.dst_addr().into()),
+        Ip::V6(ip) => Some(ip.dst_addr().into()),
     }
 }
 
 pub(super) fn dont_fragment(p: &[u8]) -> bool {
-    p.get(6).is_some_and(|b| b & 0x40 != 0)
+    Ipv4Packet::new_checked(p).is_ok_and(|ip| ip.dont_frag())
 }
 
 /// Whether a packet read from the TUN belongs to the TUN's own link: IPv6
@@ -75,13 +112,19 @@ pub(super) fn link_local(p: &[u8]) -> bool {
 /// Whether the packet is an ICMP(v6) error, which is never answered with
 /// one (RFC 1122 §3.2.2, RFC 4443 §2.4).
 pub(super) fn is_icmp_error(p: &[u8]) -> bool {
-    match version(p) {
-        4 => {
-            let hl = usize::from(p[0] & 0x0f) * 4;
-            p.get(9) == Some(&1) && p.get(hl).is_some_and(|t| matches!(t, 3 | 4 | 5 | 11 | 12))
+    // The type is the first byte of both ICMPs.
+    const _: () = assert!(icmp::field::TYPE == icmpv6::field::TYPE);
+    let msg_type = |payload: &[u8]| payload.get(icmp::field::TYPE).copied();
+    match Ip::new(p) {
+        Some(Ip::V4(ip)) => {
+            ip.protocol() == IpProtocol::Icmp
+                && msg_type(&p[ip.header_len()..]).is_some_and(icmp::is_error)
         }
-        6 => p.get(6) == Some(&58) && p.get(40).is_some_and(|t| *t < 128),
-        _ => false,
+        Some(Ip::V6(ip)) => {
+            ip.next_header() == IpProtocol::Icmpv6
+                && msg_type(&p[ipv6::HEADER_LEN..]).is_some_and(icmpv6::is_error)
+        }
+        None => false,
     }
 }
 
@@ -97,20 +140,22 @@ pub(super) fn icmp4_too_big(inner: &[u8], mtu: u32, out: &mut Vec<u8>) -> Option
         return Some(false);
     }
     let quote = &inner[..inner.len().min(ICMP4_QUOTE)];
-    let total = (20 + 8 + quote.len()) as u16;
+    let total = (ipv4::HEADER_LEN + icmp::HEADER_LEN + quote.len()) as u16;
     out.clear();
-    out.extend_from_slice(&[0x45, 0xc0]);
-    out.extend_from_slice(&total.to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0, 64, 1, 0, 0]);
-    out.extend_from_slice(&dst.octets());
-    out.extend_from_slice(&src.octets());
-    let c = checksum::checksum(&out[..20]);
-    out[10..12].copy_from_slice(&c.to_be_bytes());
-    out.extend_from_slice(&[3, 4, 0, 0, 0, 0]);
-    out.extend_from_slice(&(mtu.min(65_535) as u16).to_be_bytes());
+    out.resize(ipv4::HEADER_LEN + icmp::HEADER_LEN, 0);
     out.extend_from_slice(quote);
-    let c = checksum::checksum(&out[20..]);
-    out[22..24].copy_from_slice(&c.to_be_bytes());
+    let mut ip = Ipv4Packet::new_unchecked(&mut out[..ipv4::HEADER_LEN]);
+    ip.set_header_len(ipv4::HEADER_LEN);
+    ip.set_tos(TOS_NETWORK_CONTROL);
+    ip.set_ttl(TTL);
+    ip.set_src_addr(dst);
+    ip.set_dst_addr(src);
+    ip.set_len_protocol_and_checksum(total, IpProtocol::Icmp);
+    let mut m = IcmpPacket::new_unchecked(&mut out[ipv4::HEADER_LEN..]);
+    m.set_msg_type(icmp::DEST_UNREACHABLE);
+    m.set_code(icmp::CODE_FRAG_NEEDED);
+    m.set_rest_of_header(mtu.min(u32::from(u16::MAX)));
+    m.fill_checksum();
     Some(true)
 }
 
@@ -126,21 +171,31 @@ pub(super) fn icmp6_too_big(inner: &[u8], mtu: u32, out: &mut Vec<u8>) -> Option
         return Some(false);
     }
     let quote = &inner[..inner.len().min(ICMP6_QUOTE)];
-    let len = (8 + quote.len()) as u16;
+    let len = (icmpv6::HEADER_LEN + quote.len()) as u16;
     out.clear();
-    out.extend_from_slice(&[0x60, 0, 0, 0]);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&[58, 64]);
-    out.extend_from_slice(&d.octets());
-    out.extend_from_slice(&s.octets());
-    out.extend_from_slice(&[2, 0, 0, 0]);
-    out.extend_from_slice(&mtu.to_be_bytes());
+    out.resize(ipv6::HEADER_LEN + icmpv6::HEADER_LEN, 0);
     out.extend_from_slice(quote);
+    ipv6_header(d, s, IpProtocol::Icmpv6, len).emit(out).ok()?;
+    let mut m = Icmpv6Packet::new_unchecked(&mut out[ipv6::HEADER_LEN..]);
+    m.set_msg_type(icmpv6::PACKET_TOO_BIG);
+    m.set_code(0);
+    m.set_rest_of_header(mtu);
     // From the inner destination to the inner source.
-    let sum = checksum::pseudo_header(&dst, &src, IpProtocol::Icmpv6, u32::from(len))
-        + checksum::sum(&out[40..]);
-    out[42..44].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
+    m.fill_checksum(&dst, &src);
     Some(true)
+}
+
+/// The IPv6 header of a packet the gateway sends.
+fn ipv6_header(src: Ipv6Addr, dst: Ipv6Addr, next_header: IpProtocol, len: u16) -> Ipv6Repr {
+    Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header,
+        payload_len: len,
+        hop_limit: TTL,
+        traffic_class: 0,
+        flow_label: 0,
+    }
 }
 
 /// Splits the IPv4 packet `p` into fragments of at most `mtu` bytes (RFC
@@ -154,25 +209,33 @@ pub(super) fn fragment_v4(
     buf: &mut Vec<u8>,
     mut emit: impl FnMut(&[u8]),
 ) -> bool {
-    let hl = usize::from(p.first().map_or(0, |b| b & 0x0f)) * 4;
-    if hl < 20 || p.len() < hl || usize::from(u16::from_be_bytes([p[2], p[3]])) != p.len() {
+    // Option types (RFC 791 §3.1): end of list, no operation, and the flag
+    // of those copied into every fragment.
+    const OPT_END: u8 = 0;
+    const OPT_NOP: u8 = 1;
+    const OPT_COPIED: u8 = 0x80;
+    let Ok(ip) = Ipv4Packet::new_checked(p) else {
+        return false;
+    };
+    let hl = ip.header_len();
+    if usize::from(ip.total_len()) != p.len() {
         return false;
     }
     // Later fragments' header: the fixed part and the copied options.
-    let mut later = [0u8; 60];
-    later[..20].copy_from_slice(&p[..20]);
-    let mut later_len = 20;
-    let mut i = 20;
+    let mut later = [0u8; ipv4::HEADER_LEN + ipv4::MAX_OPTIONS_LEN];
+    later[..ipv4::HEADER_LEN].copy_from_slice(&p[..ipv4::HEADER_LEN]);
+    let mut later_len = ipv4::HEADER_LEN;
+    let mut i = ipv4::HEADER_LEN;
     while i < hl {
         match p[i] {
-            0 => break,
-            1 => i += 1,
+            OPT_END => break,
+            OPT_NOP => i += 1,
             t => {
                 let l = usize::from(*p.get(i + 1).unwrap_or(&0));
                 if l < 2 || i + l > hl {
                     return false;
                 }
-                if t & 0x80 != 0 {
+                if t & OPT_COPIED != 0 {
                     later[later_len..later_len + l].copy_from_slice(&p[i..i + l]);
                     later_len += l;
                 }
@@ -181,14 +244,13 @@ pub(super) fn fragment_v4(
         }
     }
     let later_len = later_len.div_ceil(4) * 4;
-    later[0] = 0x40 | (later_len / 4) as u8;
-    let flags = u16::from_be_bytes([p[6], p[7]]);
-    let (base_off, base_mf) = (usize::from(flags & 0x1fff) * 8, flags & 0x2000 != 0);
-    let id = match u16::from_be_bytes([p[4], p[5]]) {
+    Ipv4Packet::new_unchecked(&mut later[..]).set_header_len(later_len);
+    let (base_off, base_mf) = (usize::from(ip.frag_offset()), ip.more_frags());
+    let id = match ip.ident() {
         0 => id.max(1),
         n => n,
     };
-    if mtu < later_len.max(hl) + 8 {
+    if mtu < later_len.max(hl) + FRAGMENT_UNIT {
         return false;
     }
     let mut at = hl;
@@ -198,24 +260,23 @@ pub(super) fn fragment_v4(
         } else {
             &later[..later_len]
         };
-        let room = (mtu - h.len()) & !7;
+        let room = (mtu - h.len()) & !(FRAGMENT_UNIT - 1);
         let len = room.min(p.len() - at);
         let last = at + len == p.len();
         let off = base_off + (at - hl);
-        if off > 0x1fff * 8 {
+        if off > MAX_FRAGMENT_OFFSET {
             return false;
         }
         buf.clear();
         buf.extend_from_slice(h);
         buf.extend_from_slice(&p[at..at + len]);
         let total = buf.len() as u16;
-        buf[2..4].copy_from_slice(&total.to_be_bytes());
-        buf[4..6].copy_from_slice(&id.to_be_bytes());
-        let mf = if last && !base_mf { 0 } else { 0x2000 };
-        buf[6..8].copy_from_slice(&(mf | (off / 8) as u16).to_be_bytes());
-        buf[10..12].fill(0);
-        let c = checksum::checksum(&buf[..h.len()]);
-        buf[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut f = Ipv4Packet::new_unchecked(&mut buf[..]);
+        f.set_total_len(total);
+        f.set_ident(id);
+        // DF is cleared: these are the fragments.
+        f.set_frag(false, !last || base_mf, off as u16);
+        f.fill_checksum();
         emit(buf);
         at += len;
     }
@@ -235,47 +296,59 @@ pub(super) fn fragment_v6(
     buf: &mut Vec<u8>,
     mut emit: impl FnMut(&[u8]),
 ) -> bool {
-    if p.len() < 40 || usize::from(u16::from_be_bytes([p[4], p[5]])) + 40 != p.len() {
+    let Some(ip) = Ipv6Packet::new_checked(p)
+        .ok()
+        .filter(|ip| usize::from(ip.payload_len()) + ipv6::HEADER_LEN == p.len())
+    else {
         return false;
-    }
-    let (mut next, mut next_at, mut at) = (p[6], 6, 40);
+    };
+    let (mut next, mut next_at, mut at) =
+        (ip.next_header(), ipv6::field::NXT_HDR, ipv6::HEADER_LEN);
     loop {
-        let routing_follows = next == 60 && p.get(at) == Some(&43);
-        if !(next == 0 || next == 43 || routing_follows) {
+        let routing_follows = next == IpProtocol::Ipv6Opts
+            && p.get(at + ipv6ext::field::NXT_HDR)
+                .copied()
+                .map(IpProtocol::from)
+                == Some(IpProtocol::Ipv6Route);
+        if !(next == IpProtocol::HopByHop || next == IpProtocol::Ipv6Route || routing_follows) {
             break;
         }
-        let Some(&l) = p.get(at + 1) else {
+        let Some(ext) = p.get(at..).and_then(|e| Ipv6ExtHeader::new_checked(e).ok()) else {
             return false;
         };
-        let l = (usize::from(l) + 1) * 8;
-        if at + l > p.len() {
-            return false;
-        }
-        next = p[at];
-        next_at = at;
-        at += l;
+        next = ext.next_header();
+        next_at = at + ipv6ext::field::NXT_HDR;
+        at += ext.header_len();
     }
-    if next == 44 || mtu < at + 8 + 8 {
+    let frag_len = ipv6ext::FRAGMENT_HEADER_LEN;
+    if next == IpProtocol::Ipv6Frag || mtu < at + frag_len + FRAGMENT_UNIT {
         return false;
     }
-    let room = (mtu - at - 8) & !7;
+    let room = (mtu - at - frag_len) & !(FRAGMENT_UNIT - 1);
     let mut off = at;
     while off < p.len() {
         let len = room.min(p.len() - off);
         let last = off + len == p.len();
         let fo = off - at;
-        if fo > 0x1fff * 8 {
+        if fo > MAX_FRAGMENT_OFFSET {
             return false;
         }
         buf.clear();
         buf.extend_from_slice(&p[..at]);
-        buf[next_at] = 44;
-        buf.extend_from_slice(&[next, 0]);
-        buf.extend_from_slice(&((fo as u16) | u16::from(!last)).to_be_bytes());
-        buf.extend_from_slice(&id.to_be_bytes());
+        buf[next_at] = IpProtocol::Ipv6Frag.into();
+        buf.resize(at + frag_len, 0);
+        let f = Ipv6FragmentRepr {
+            next_header: next,
+            frag_offset: fo as u16,
+            more_frags: !last,
+            ident: id,
+        };
+        if f.emit(&mut buf[at..]).is_err() {
+            return false;
+        }
         buf.extend_from_slice(&p[off..off + len]);
-        let pl = (buf.len() - 40) as u16;
-        buf[4..6].copy_from_slice(&pl.to_be_bytes());
+        let pl = (buf.len() - ipv6::HEADER_LEN) as u16;
+        Ipv6Packet::new_unchecked(&mut buf[..]).set_payload_len(pl);
         emit(buf);
         off += len;
     }
@@ -292,32 +365,33 @@ pub(super) fn udp_headers(
     dst: IpAddr,
     dport: u16,
 ) -> Option<usize> {
-    let ulen = u16::try_from(8 + len).ok()?;
-    let udp = UDP_HEAD - 8;
-    buf[udp..udp + 2].copy_from_slice(&src.port().to_be_bytes());
-    buf[udp + 2..udp + 4].copy_from_slice(&dport.to_be_bytes());
-    buf[udp + 4..udp + 6].copy_from_slice(&ulen.to_be_bytes());
-    buf[udp + 6..udp + 8].fill(0);
+    let ulen = u16::try_from(udp::HEADER_LEN + len).ok()?;
+    let at = UDP_HEAD - udp::HEADER_LEN;
+    let mut u = UdpPacket::new_unchecked(&mut buf[at..UDP_HEAD]);
+    u.set_src_port(src.port());
+    u.set_dst_port(dport);
+    u.set_len(ulen);
+    u.set_checksum(0);
     match (src.ip(), dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let start = udp - 20;
-            let total = u16::try_from(20 + 8 + len).ok()?;
-            let h = &mut buf[start..udp];
-            h[..12].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0]);
-            h[2..4].copy_from_slice(&total.to_be_bytes());
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            let c = checksum::checksum(h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
+            let start = at - ipv4::HEADER_LEN;
+            let total = u16::try_from(ipv4::HEADER_LEN + udp::HEADER_LEN + len).ok()?;
+            let mut h = Ipv4Packet::new_unchecked(&mut buf[start..at]);
+            h.set_header_len(ipv4::HEADER_LEN);
+            h.set_tos(0);
+            h.set_ident(0);
+            h.set_frag(false, false, 0);
+            h.set_ttl(TTL);
+            h.set_src_addr(s);
+            h.set_dst_addr(d);
+            h.set_len_protocol_and_checksum(total, IpProtocol::Udp);
             Some(start)
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let start = udp - 40;
-            let h = &mut buf[start..udp];
-            h[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 0, 17, 64]);
-            h[4..6].copy_from_slice(&ulen.to_be_bytes());
-            h[8..24].copy_from_slice(&s.octets());
-            h[24..40].copy_from_slice(&d.octets());
+            let start = at - ipv6::HEADER_LEN;
+            ipv6_header(s, d, IpProtocol::Udp, ulen)
+                .emit(&mut buf[start..at])
+                .ok()?;
             Some(start)
         }
         _ => None,

@@ -14,7 +14,12 @@
 //! The ICV is padded to 4 bytes (IPv4) or 8 bytes (IPv6), as §2.6 asks.
 
 use crate::crypto::MAX_ICV;
-use crate::ip::{DEST_OPTS, HOP_BY_HOP, ROUTING};
+use wire::ah::{self as wire_ah, AhPacket};
+use wire::ipv4::{self, Ipv4Packet};
+use wire::ipv6::{self, Ipv6Packet};
+use wire::ipv6ext::Ipv6ExtHeader;
+use wire::IpProtocol;
+
 use crate::reject::Reject;
 use crate::sa::SaState;
 
@@ -31,13 +36,12 @@ pub(crate) fn zero_mutable(header: &[u8], v6: bool, out: &mut Vec<u8>) -> Result
     out.clear();
     out.extend_from_slice(header);
     if !v6 {
-        out[1] = 0; // TOS
-        out[6] = 0; // flags, fragment offset
-        out[7] = 0;
-        out[8] = 0; // TTL
-        out[10] = 0; // checksum
-        out[11] = 0;
-        let mut i = 20;
+        let mut ip = Ipv4Packet::new_checked(&mut out[..]).map_err(|_| Reject::Malformed)?;
+        ip.set_tos(0);
+        ip.set_frag(false, false, 0);
+        ip.set_ttl(0);
+        ip.set_checksum(0);
+        let mut i = ipv4::HEADER_LEN;
         while i < out.len() {
             match out[i] {
                 0 => break, // end of options; what follows is padding
@@ -62,20 +66,17 @@ pub(crate) fn zero_mutable(header: &[u8], v6: bool, out: &mut Vec<u8>) -> Result
         }
         return Ok(());
     }
-    out[0] &= 0xf0; // traffic class and flow label
-    out[1] = 0;
-    out[2] = 0;
-    out[3] = 0;
-    out[7] = 0; // hop limit
-    let mut next = out[6];
-    let mut off = 40;
+    let mut ip = Ipv6Packet::new_checked(&mut out[..]).map_err(|_| Reject::Malformed)?;
+    ip.set_ver_tc_flow(0, 0);
+    ip.set_hop_limit(0);
+    let mut next = ip.next_header();
+    let mut off = ipv6::HEADER_LEN;
     while off < out.len() {
-        let len = (usize::from(*out.get(off + 1).ok_or(Reject::Malformed)?) + 1) * 8;
-        if off + len > out.len() {
-            return Err(Reject::Malformed);
-        }
+        let ext = Ipv6ExtHeader::new_checked(&out[off..]).map_err(|_| Reject::Malformed)?;
+        let len = ext.header_len();
+        let after = ext.next_header();
         match next {
-            HOP_BY_HOP | DEST_OPTS => {
+            IpProtocol::HopByHop | IpProtocol::Ipv6Opts => {
                 let mut i = off + 2;
                 while i < off + len {
                     if out[i] == 0 {
@@ -93,10 +94,10 @@ pub(crate) fn zero_mutable(header: &[u8], v6: bool, out: &mut Vec<u8>) -> Result
                     i += 2 + l;
                 }
             }
-            ROUTING => return Err(Reject::Unsupported),
+            IpProtocol::Ipv6Route => return Err(Reject::Unsupported),
             _ => return Err(Reject::Malformed),
         }
-        next = out[off];
+        next = after;
         off += len;
     }
     Ok(())
@@ -141,25 +142,31 @@ pub(crate) fn fill_icv(sa: &mut SaState, packet: &mut [u8], ah_at: usize, zeroed
 
 /// What an AH header says.
 pub(crate) struct Header {
+    /// The byte as it is, as [`crate::ip::Layout::protocol`].
     pub next_header: u8,
     pub len: usize,
     pub spi: u32,
     pub seq_low: u32,
 }
 
+/// Reads the AH header at the start of `ah`. A header length below the
+/// fixed part is left for [`verify`] to refuse, which counts it against the
+/// SA; the view's [`AhPacket::check_len`] would refuse it before any SA is
+/// known.
 pub(crate) fn header(ah: &[u8]) -> Result<Header, Reject> {
-    if ah.len() < 12 {
+    if ah.len() < wire_ah::HEADER_LEN {
         return Err(Reject::Truncated);
     }
-    let len = (usize::from(ah[1]) + 2) * 4;
+    let h = AhPacket::new_unchecked(ah);
+    let len = h.header_len();
     if len > ah.len() {
         return Err(Reject::Truncated);
     }
     Ok(Header {
-        next_header: ah[0],
+        next_header: ah[wire_ah::field::NXT_HDR],
         len,
-        spi: u32::from_be_bytes([ah[4], ah[5], ah[6], ah[7]]),
-        seq_low: u32::from_be_bytes([ah[8], ah[9], ah[10], ah[11]]),
+        spi: h.spi(),
+        seq_low: h.seq_number(),
     })
 }
 

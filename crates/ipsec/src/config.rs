@@ -40,6 +40,7 @@
 
 use std::fmt;
 use std::net::IpAddr;
+use wire::IpProtocol;
 
 /// ESP or AH.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -746,10 +747,10 @@ fn parse_spdadd(st: &[Word<'_>]) -> Result<Policy, ParseError> {
     let u = ws.next("an upper-layer protocol (any, tcp, udp, icmp, icmp6 or a number)")?;
     let upper = match u.text {
         "any" => Upper::Any,
-        "tcp" => Upper::Protocol(6),
-        "udp" => Upper::Protocol(17),
-        "icmp" => Upper::Protocol(1),
-        "icmp6" => Upper::Protocol(58),
+        "tcp" => Upper::Protocol(IpProtocol::Tcp.into()),
+        "udp" => Upper::Protocol(IpProtocol::Udp.into()),
+        "icmp" => Upper::Protocol(IpProtocol::Icmp.into()),
+        "icmp6" => Upper::Protocol(IpProtocol::Icmpv6.into()),
         _ => Upper::Protocol(number(&u, "an upper-layer protocol")?),
     };
     let p = ws.next("-P")?;

@@ -23,9 +23,13 @@ use crate::config::{Config, Level, Mode, Policy, PolicyAction, PolicyDir, Protoc
 use crate::crypto::{KeyError, Keying};
 use crate::esp;
 use crate::frag::{fragment_protocol, Reassembler, Step};
-use crate::ip::{self, Layout, AH, ESP, IPV4_IN_IP, IPV6_IN_IP, NO_NEXT, UDP};
+use crate::ip::{self, proto, Layout};
 use crate::reject::Reject;
 use crate::sa::SaState;
+use wire::ipv4::{self, Ipv4Packet};
+use wire::ipv6::{self, Ipv6Packet};
+use wire::udp::{self, UdpPacket};
+use wire::IpProtocol;
 
 mod in_place;
 pub use in_place::{PacketBuf, HEADROOM};
@@ -438,7 +442,6 @@ impl Engine {
         }
         let header = &input[..l.header_len];
         let payload = &input[l.header_len..l.total_len];
-        let ihl = if l.v6 { 40 } else { l.header_len };
         let sa = &mut self.sas[idx];
         out.extend_from_slice(header);
         match sa.protocol() {
@@ -448,21 +451,21 @@ impl Engine {
                 out[l.protocol_at] = match udp {
                     Some(ports) => {
                         out.extend_from_slice(&udp_header(ports));
-                        UDP
+                        proto::UDP
                     }
-                    None => ESP,
+                    None => proto::ESP,
                 };
                 esp::seal(sa, payload, l.protocol, out)?;
                 let udp = udp.map(|_| (udp_at, l.src(input), l.dst(input)));
-                finish_esp_out(out, udp, l.v6, ihl)?;
+                finish_esp_out(out, udp, l.v6)?;
             }
             Protocol::Ah => {
-                out[l.protocol_at] = AH;
+                out[l.protocol_at] = proto::AH;
                 let ah_at = out.len();
                 let seq = ah::push_header(sa, l.protocol, l.v6, out)?;
                 out.extend_from_slice(payload);
                 check_size(out, l.v6)?;
-                ip::fix_lengths(out, l.v6, ihl);
+                ip::fix_lengths(out, l.v6);
                 ah::zero_mutable(&out[..ah_at], l.v6, &mut self.zeroed)?;
                 ah::fill_icv(sa, out, ah_at, &self.zeroed, seq);
             }
@@ -480,15 +483,17 @@ impl Engine {
     ) -> Result<Inbound, Reject> {
         let mut l = Layout::parse(pkt)?;
         // A damaged IPv4 header is dropped, as the kernel drops it.
-        if !l.v6 && ip::checksum(&pkt[..l.header_len]) != 0 {
+        if !l.v6 && !ip::ipv4_checksum_ok(pkt) {
             return Err(Reject::Malformed);
         }
         let mut whole = Vec::new();
         let mut cur: &[u8] = &pkt[..l.total_len];
         if l.fragment {
-            let p = fragment_protocol(cur);
-            let keep =
-                matches!(p, Some(ESP | AH)) || (p == Some(UDP) && !self.natt_ports.is_empty());
+            let keep = match fragment_protocol(cur) {
+                Some(proto::ESP | proto::AH) => true,
+                Some(proto::UDP) => !self.natt_ports.is_empty(),
+                _ => false,
+            };
             if !keep {
                 return self.check_clear(cur, &l);
             }
@@ -514,10 +519,10 @@ impl Engine {
         while n < MAX_BUNDLE {
             let input: &[u8] = if in_a { &a } else { cur };
             let layer = match l.protocol {
-                ESP => Some((ESP, l.header_len)),
-                AH => Some((AH, l.header_len)),
-                UDP if !self.natt_ports.is_empty() => match self.natt(input, &l) {
-                    Ok(Some(at)) => Some((ESP, at)),
+                proto::ESP => Some((proto::ESP, l.header_len)),
+                proto::AH => Some((proto::AH, l.header_len)),
+                proto::UDP if !self.natt_ports.is_empty() => match self.natt(input, &l) {
+                    Ok(Some(at)) => Some((proto::ESP, at)),
                     Ok(None) => None,
                     Err(e) => {
                         r = Err(e);
@@ -528,7 +533,7 @@ impl Engine {
             };
             let Some((proto, at)) = layer else { break };
             b.clear();
-            let res = if proto == ESP {
+            let res = if proto == proto::ESP {
                 self.esp_in(input, &l, at, &mut b)
             } else {
                 self.ah_in(input, &l, &mut b)
@@ -629,14 +634,15 @@ impl Engine {
     /// for IKE (non-ESP marker) and NAT keepalives, which pass as they are.
     fn natt(&mut self, input: &[u8], l: &Layout) -> Result<Option<usize>, Reject> {
         let u = l.header_len;
-        let Some(h) = input.get(u..u + 8) else {
+        // The UDP length field is not read: ESP's own lengths decide.
+        let Some(h) = input.get(u..u + udp::HEADER_LEN) else {
             return Err(Reject::Truncated);
         };
-        let dport = u16::from_be_bytes([h[2], h[3]]);
+        let dport = UdpPacket::new_unchecked(h).dst_port();
         if self.natt_ports.binary_search(&dport).is_err() {
             return Ok(None);
         }
-        let body = &input[u + 8..l.total_len];
+        let body = &input[u + udp::HEADER_LEN..l.total_len];
         if body.len() == 1 && body[0] == 0xff || body.len() >= 4 && body[..4] == [0; 4] {
             self.totals.udp_not_esp += 1;
             return Ok(None);
@@ -645,7 +651,7 @@ impl Engine {
             self.totals.udp_not_esp += 1;
             return Ok(None);
         }
-        Ok(Some(u + 8))
+        Ok(Some(u + udp::HEADER_LEN))
     }
 
     /// [`Engine::lookup`], answered from the last call's answer for the
@@ -688,7 +694,7 @@ impl Engine {
     ) -> Result<usize, Reject> {
         let esp = &input[at..l.total_len];
         let spi = esp::spi(esp).ok_or(Reject::Truncated)?;
-        let idx = self.lookup(ESP, spi, l.dst(input)).ok_or(Reject::NoSa)?;
+        let idx = (self.lookup(proto::ESP, spi, l.dst(input))).ok_or(Reject::NoSa)?;
         let sa = &mut self.sas[idx];
         if !sa.alive(self.now) {
             return Err(Reject::Expired);
@@ -698,7 +704,7 @@ impl Engine {
             out.extend_from_slice(&input[..l.header_len]);
         }
         let nh = esp::open(sa, esp, out)?;
-        if nh == NO_NEXT {
+        if nh == proto::NO_NEXT {
             return Err(Reject::Dummy);
         }
         finish_in(out, l, nh, tunnel)?;
@@ -709,7 +715,7 @@ impl Engine {
     fn ah_in(&mut self, input: &[u8], l: &Layout, out: &mut Vec<u8>) -> Result<usize, Reject> {
         let packet = &input[..l.total_len];
         let h = ah::header(&packet[l.header_len..])?;
-        let idx = self.lookup(AH, h.spi, l.dst(input)).ok_or(Reject::NoSa)?;
+        let idx = (self.lookup(proto::AH, h.spi, l.dst(input))).ok_or(Reject::NoSa)?;
         if !self.sas[idx].alive(self.now) {
             return Err(Reject::Expired);
         }
@@ -738,36 +744,31 @@ impl Engine {
 #[inline]
 fn finish_in(out: &mut [u8], l: &Layout, nh: u8, tunnel: bool) -> Result<(), Reject> {
     if tunnel {
-        if !matches!(nh, IPV4_IN_IP | IPV6_IN_IP) {
+        if !matches!(nh, proto::IPV4 | proto::IPV6) {
             return Err(Reject::Malformed);
         }
         Layout::parse(out)?;
         return Ok(());
     }
     check_size(out, l.v6)?;
-    ip::set_protocol_and_lengths(
-        out,
-        l.v6,
-        if l.v6 { 40 } else { l.header_len },
-        Some((l.protocol_at, nh)),
-    );
+    ip::set_protocol_and_lengths(out, l.v6, Some((l.protocol_at, nh)));
     Ok(())
 }
 
 /// A UDP header for ESP in UDP (RFC 3948): the ports; length and checksum
 /// left for [`finish_esp_out`].
-fn udp_header((src, dst): (u16, u16)) -> [u8; 8] {
-    let mut h = [0u8; 8];
-    h[..2].copy_from_slice(&src.to_be_bytes());
-    h[2..4].copy_from_slice(&dst.to_be_bytes());
-    h
+fn udp_header((src, dst): (u16, u16)) -> [u8; udp::HEADER_LEN] {
+    let mut h = UdpPacket::new_unchecked([0u8; udp::HEADER_LEN]);
+    h.set_src_port(src);
+    h.set_dst_port(dst);
+    h.into_inner()
 }
 
 /// Completes the outbound ESP packet `p` (a whole IP packet): with ESP in
 /// UDP, `udp` gives where its UDP header is, which gets its length and,
 /// over IPv6, its checksum (zero over IPv4, RFC 3948 §2.1) for the outer
 /// addresses `udp` gives too; then the IP lengths (and IPv4 checksum over
-/// `ipv4_header_len` bytes).
+/// its header length).
 ///
 /// The addresses come only with `udp`: built for every packet and passed
 /// by reference, they were read back wider than they had just been
@@ -777,18 +778,17 @@ fn finish_esp_out(
     p: &mut [u8],
     udp: Option<(usize, IpAddr, IpAddr)>,
     v6: bool,
-    ipv4_header_len: usize,
 ) -> Result<(), Reject> {
     check_size(p, v6)?;
     if let Some((u, src, dst)) = udp {
         let ulen = (p.len() - u) as u16;
-        p[u + 4..u + 6].copy_from_slice(&ulen.to_be_bytes());
+        UdpPacket::new_unchecked(&mut p[u..]).set_len(ulen);
         if v6 {
             let c = ip::udp_checksum(src, dst, &p[u..]);
-            p[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
+            UdpPacket::new_unchecked(&mut p[u..]).set_checksum(c);
         }
     }
-    ip::fix_lengths(p, v6, if v6 { 40 } else { ipv4_header_len });
+    ip::fix_lengths(p, v6);
     Ok(())
 }
 
@@ -801,6 +801,9 @@ fn check_size(p: &[u8], v6: bool) -> Result<(), Reject> {
     }
 }
 
+/// The TTL (or hop limit) of an outer header, Linux's default.
+const OUTER_TTL: u8 = 64;
+
 /// The outer IP header from `src` to `dst` for the inner packet `inner`
 /// (RFC 4301 §5.1.2: DSCP and ECN copied, DF copied from an IPv4 inner
 /// packet, TTL 64), lengths left for the caller: the bytes and their count.
@@ -811,27 +814,35 @@ pub(crate) fn outer_header(
     dst: IpAddr,
     id: u16,
 ) -> Result<([u8; 40], usize), Reject> {
-    let (tos, df) = if v6_inner {
-        (((inner[0] & 0x0f) << 4) | (inner[1] >> 4), false)
+    let (tos, df, nh) = if v6_inner {
+        let ip = Ipv6Packet::new_unchecked(inner);
+        (ip.traffic_class(), false, IpProtocol::Ipv6)
     } else {
-        (inner[1], inner[6] & 0x40 != 0)
+        let ip = Ipv4Packet::new_unchecked(inner);
+        (ip.tos(), ip.dont_frag(), IpProtocol::Ipv4)
     };
-    let nh = if v6_inner { IPV6_IN_IP } else { IPV4_IN_IP };
-    let mut h = [0u8; 40];
+    let mut h = [0u8; ipv6::HEADER_LEN];
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            h[..4].copy_from_slice(&[0x45, tos, 0, 0]);
-            h[4..6].copy_from_slice(&id.to_be_bytes());
-            h[6..12].copy_from_slice(&[if df { 0x40 } else { 0 }, 0, 64, nh, 0, 0]);
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            Ok((h, 20))
+            let mut ip = Ipv4Packet::new_unchecked(&mut h[..ipv4::HEADER_LEN]);
+            ip.set_header_len(ipv4::HEADER_LEN);
+            ip.set_tos(tos);
+            ip.set_ident(id);
+            ip.set_frag(df, false, 0);
+            ip.set_ttl(OUTER_TTL);
+            ip.set_protocol(nh);
+            ip.set_src_addr(s);
+            ip.set_dst_addr(d);
+            Ok((h, ipv4::HEADER_LEN))
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            h[..8].copy_from_slice(&[0x60 | (tos >> 4), tos << 4, 0, 0, 0, 0, nh, 64]);
-            h[8..24].copy_from_slice(&s.octets());
-            h[24..40].copy_from_slice(&d.octets());
-            Ok((h, 40))
+            let mut ip = Ipv6Packet::new_unchecked(&mut h[..]);
+            ip.set_ver_tc_flow(tos, 0);
+            ip.set_next_header(nh);
+            ip.set_hop_limit(OUTER_TTL);
+            ip.set_src_addr(s);
+            ip.set_dst_addr(d);
+            Ok((h, ipv6::HEADER_LEN))
         }
         _ => Err(Reject::Malformed),
     }
@@ -846,18 +857,22 @@ fn wrap(inner: &[u8], src: IpAddr, dst: IpAddr, id: u16, out: &mut Vec<u8>) -> R
     out.extend_from_slice(&h[..n]);
     out.extend_from_slice(inner);
     check_size(out, src.is_ipv6())?;
-    ip::fix_lengths(out, src.is_ipv6(), 20);
+    ip::fix_lengths(out, src.is_ipv6());
     Ok(())
 }
 
 fn selectors(pkt: &[u8], l: &Layout) -> Selectors {
+    // TCP, UDP and SCTP (RFC 9260 §3.1) keep both ports in their first
+    // four bytes.
     let ports = match l.protocol {
-        6 | 17 | 132 if !l.fragment => pkt.get(l.header_len..l.header_len + 4).map(|p| {
-            (
-                u16::from_be_bytes([p[0], p[1]]),
-                u16::from_be_bytes([p[2], p[3]]),
-            )
-        }),
+        proto::TCP | proto::UDP | proto::SCTP if !l.fragment => {
+            let at = l.header_len;
+            pkt.get(at + wire::ip::PORTS.start..at + wire::ip::PORTS.end)
+                .map(|p| {
+                    let p = UdpPacket::new_unchecked(p);
+                    (p.src_port(), p.dst_port())
+                })
+        }
         _ => None,
     };
     Selectors {

@@ -16,6 +16,7 @@
 use crate::crypto::MAX_ICV;
 use crate::reject::Reject;
 use crate::sa::SaState;
+use wire::esp::EspPacket;
 
 /// The padding: 1, 2, 3, ... up to the longest a 16-byte block needs.
 const PADDING: [u8; 15] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
@@ -125,7 +126,8 @@ fn esp_aad<'a>(spi_seq: &[u8], esn: bool, hi: [u8; 4], buf: &'a mut [u8; 12]) ->
 
 /// The SPI of the ESP packet `esp`.
 pub(crate) fn spi(esp: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(esp.get(..4)?.try_into().ok()?))
+    let spi = esp.get(wire::esp::field::SPI)?;
+    Some(EspPacket::new_unchecked(spi).spi())
 }
 
 /// What can be checked of the ESP packet `esp` (SPI to ICV) before any
@@ -146,7 +148,8 @@ fn precheck(sa: &mut SaState, esp: &[u8]) -> Result<(u64, usize, usize), Reject>
         sa.counters.malformed += 1;
         return Err(Reject::Truncated);
     }
-    let low = u32::from_be_bytes([esp[4], esp[5], esp[6], esp[7]]);
+    // The head (SPI to IV) is there: `body_len` was taken after it.
+    let low = EspPacket::new_unchecked(esp).seq_number();
     let seq = sa.window.infer(low);
     if sa.authenticates() {
         if let Err(e) = sa.window.check(seq) {

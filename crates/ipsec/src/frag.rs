@@ -14,6 +14,11 @@
 
 use std::net::IpAddr;
 
+use wire::ipv4::{self, Ipv4Packet};
+use wire::ipv6::{self, Ipv6Packet};
+use wire::ipv6ext::{self, Ipv6ExtHeader, Ipv6FragmentHeader};
+use wire::IpProtocol;
+
 /// Seconds a datagram waits for its fragments.
 pub const TIMEOUT_SECS: u64 = 30;
 
@@ -39,64 +44,69 @@ struct Piece<'a> {
 
 /// Reads `p` as a fragment: `None` if it is not one or cannot be read.
 fn piece(p: &[u8]) -> Option<Piece<'_>> {
-    match p.first()? >> 4 {
-        4 => {
-            let ihl = usize::from(p[0] & 0x0f) * 4;
-            let total = usize::from(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]));
-            if ihl < 20 || total < ihl || p.len() < total {
+    match wire::ip::version(*p.first()?) {
+        ipv4::VERSION => {
+            let ip = Ipv4Packet::new_checked(p).ok()?;
+            let (ihl, total) = (ip.header_len(), usize::from(ip.total_len()));
+            if total < ihl || p.len() < total {
                 return None;
             }
-            let frag = u16::from_be_bytes([p[6], p[7]]);
-            if frag & 0x3fff == 0 {
+            if !ip.more_frags() && ip.frag_offset() == 0 {
                 return None;
             }
             Some(Piece {
                 key: Key {
-                    src: IpAddr::from(<[u8; 4]>::try_from(&p[12..16]).ok()?),
-                    dst: IpAddr::from(<[u8; 4]>::try_from(&p[16..20]).ok()?),
-                    id: u32::from(u16::from_be_bytes([p[4], p[5]])),
-                    protocol: p[9],
+                    src: ip.src_addr().into(),
+                    dst: ip.dst_addr().into(),
+                    id: u32::from(ip.ident()),
+                    protocol: ip.protocol().into(),
                 },
                 v6: false,
                 head: &p[..ihl],
-                next_at: 9,
-                offset: usize::from(frag & 0x1fff) * 8,
-                more: frag & 0x2000 != 0,
+                next_at: ipv4::field::PROTOCOL,
+                offset: usize::from(ip.frag_offset()),
+                more: ip.more_frags(),
                 data: &p[ihl..total],
             })
         }
-        6 => {
-            let total = 40 + usize::from(u16::from_be_bytes([*p.get(4)?, *p.get(5)?]));
+        ipv6::VERSION => {
+            let ip = Ipv6Packet::new_checked(p).ok()?;
+            let total = ipv6::HEADER_LEN + usize::from(ip.payload_len());
             if p.len() < total {
                 return None;
             }
             let p = &p[..total];
-            let (mut next, mut at, mut off) = (p[6], 6, 40);
+            let (mut next, mut at, mut off) =
+                (ip.next_header(), ipv6::field::NXT_HDR, ipv6::HEADER_LEN);
             // Hop-by-hop, routing and destination options come before it.
-            while matches!(next, 0 | 43 | 60) {
-                let len = (usize::from(*p.get(off + 1)?) + 1) * 8;
-                at = off;
-                next = p[off];
-                off += len;
+            while matches!(
+                next,
+                IpProtocol::HopByHop | IpProtocol::Ipv6Route | IpProtocol::Ipv6Opts
+            ) {
+                let ext = Ipv6ExtHeader::new_checked(p.get(off..)?).ok()?;
+                at = off + ipv6ext::field::NXT_HDR;
+                next = ext.next_header();
+                off += ext.header_len();
             }
-            if next != 44 || off + 8 > p.len() {
+            if next != IpProtocol::Ipv6Frag {
                 return None;
             }
-            let f = &p[off..off + 8];
-            let fo = u16::from_be_bytes([f[2], f[3]]);
+            let f = p
+                .get(off..)
+                .and_then(|f| Ipv6FragmentHeader::new_checked(f).ok())?;
             Some(Piece {
                 key: Key {
-                    src: IpAddr::from(<[u8; 16]>::try_from(&p[8..24]).ok()?),
-                    dst: IpAddr::from(<[u8; 16]>::try_from(&p[24..40]).ok()?),
-                    id: u32::from_be_bytes([f[4], f[5], f[6], f[7]]),
-                    protocol: f[0],
+                    src: ip.src_addr().into(),
+                    dst: ip.dst_addr().into(),
+                    id: f.ident(),
+                    protocol: f.next_header().into(),
                 },
                 v6: true,
                 head: &p[..off],
                 next_at: at,
-                offset: usize::from(fo >> 3) * 8,
-                more: fo & 1 != 0,
-                data: &p[off + 8..],
+                offset: usize::from(f.frag_offset()),
+                more: f.more_frags(),
+                data: &p[off + ipv6ext::FRAGMENT_HEADER_LEN..],
             })
         }
         _ => None,
@@ -269,9 +279,7 @@ impl Reassembler {
             out[2..4].copy_from_slice(&total.to_be_bytes());
             out[6] &= 0x40;
             out[7] = 0;
-            out[10..12].fill(0);
-            let c = crate::ip::checksum(&out[..hl]);
-            out[10..12].copy_from_slice(&c.to_be_bytes());
+            wire::ipv4::Ipv4Packet::new_unchecked(&mut out[..hl]).fill_checksum();
         }
         s.free();
         self.reassembled += 1;
@@ -322,9 +330,7 @@ mod tests {
         assert_eq!(r.add(&a, 0, &mut out), Step::Held);
         assert_eq!(r.add(&b, 0, &mut out), Step::Done);
         let mut want = whole.clone();
-        want[10..12].fill(0);
-        let c = crate::ip::checksum(&want[..20]);
-        want[10..12].copy_from_slice(&c.to_be_bytes());
+        wire::ipv4::Ipv4Packet::new_unchecked(&mut want[..20]).fill_checksum();
         assert_eq!(out, want);
         assert_eq!((r.reassembled, r.waiting()), (1, 0));
     }

@@ -80,8 +80,7 @@ add 2001:db8::1 2001:db8::2 esp 0x3003 -m tunnel -E 3des-cbc 0x01020304050607080
         p.extend_from_slice(&[0x12, 0x34, if df { 0x40 } else { 0 }, 0, 64, proto, 0, 0]);
         p.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
         p.extend_from_slice(options);
-        let c = crate::ip::checksum(&p);
-        p[10..12].copy_from_slice(&c.to_be_bytes());
+        wire::ipv4::Ipv4Packet::new_unchecked(&mut p[..]).fill_checksum();
         p.extend((0..len).map(|i| (i * 7 + 3) as u8));
         p
     }

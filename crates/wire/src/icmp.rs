@@ -22,10 +22,29 @@ pub const HEADER_LEN: usize = 8;
 pub const ECHO_REPLY: u8 = 0;
 /// Destination unreachable type.
 pub const DEST_UNREACHABLE: u8 = 3;
+/// Source quench type (deprecated by RFC 6633, still an error to quote).
+pub const SOURCE_QUENCH: u8 = 4;
+/// Redirect type.
+pub const REDIRECT: u8 = 5;
 /// Echo request type.
 pub const ECHO_REQUEST: u8 = 8;
 /// Time exceeded type.
 pub const TIME_EXCEEDED: u8 = 11;
+/// Parameter problem type.
+pub const PARAMETER_PROBLEM: u8 = 12;
+/// Destination unreachable's code "fragmentation needed and DF set", whose
+/// rest of header carries the next-hop MTU in its low 16 bits (RFC 1191 §4).
+pub const CODE_FRAG_NEEDED: u8 = 4;
+
+/// Whether an ICMP type is an error message (RFC 792; RFC 1122 §3.2.2
+/// lists them), which is never answered with another.
+#[inline]
+pub const fn is_error(msg_type: u8) -> bool {
+    matches!(
+        msg_type,
+        DEST_UNREACHABLE | SOURCE_QUENCH | REDIRECT | TIME_EXCEEDED | PARAMETER_PROBLEM
+    )
+}
 
 /// A zero-copy view of an ICMP message.
 #[derive(Debug, Clone, Copy)]

@@ -23,6 +23,15 @@ pub const HEADER_LEN: usize = 8;
 
 /// Echo request type.
 pub const ECHO_REQUEST: u8 = 128;
+/// Packet too big type; the rest of header is the MTU (RFC 4443 §3.2).
+pub const PACKET_TOO_BIG: u8 = 2;
+
+/// Whether an ICMPv6 type is an error message: types below 128 (RFC 4443
+/// §2.1).
+#[inline]
+pub const fn is_error(msg_type: u8) -> bool {
+    msg_type < ECHO_REQUEST
+}
 /// Echo reply type.
 pub const ECHO_REPLY: u8 = 129;
 

@@ -12,10 +12,14 @@ pub enum IpProtocol {
     HopByHop,
     /// 1: ICMP.
     Icmp,
+    /// 4: IPv4 in IP (RFC 2003), a tunnel's inner packet.
+    Ipv4,
     /// 6: TCP.
     Tcp,
     /// 17: UDP.
     Udp,
+    /// 41: IPv6 in IP (RFC 2473), a tunnel's inner packet.
+    Ipv6,
     /// 43: IPv6 routing header.
     Ipv6Route,
     /// 44: IPv6 fragment header.
@@ -30,6 +34,8 @@ pub enum IpProtocol {
     Ipv6NoNxt,
     /// 60: IPv6 destination options.
     Ipv6Opts,
+    /// 132: SCTP.
+    Sctp,
     /// Any other number.
     Unknown(u8),
 }
@@ -55,8 +61,10 @@ impl IpProtocol {
         match self {
             IpProtocol::HopByHop => 0,
             IpProtocol::Icmp => 1,
+            IpProtocol::Ipv4 => 4,
             IpProtocol::Tcp => 6,
             IpProtocol::Udp => 17,
+            IpProtocol::Ipv6 => 41,
             IpProtocol::Ipv6Route => 43,
             IpProtocol::Ipv6Frag => 44,
             IpProtocol::Esp => 50,
@@ -64,6 +72,7 @@ impl IpProtocol {
             IpProtocol::Icmpv6 => 58,
             IpProtocol::Ipv6NoNxt => 59,
             IpProtocol::Ipv6Opts => 60,
+            IpProtocol::Sctp => 132,
             IpProtocol::Unknown(n) => n,
         }
     }
@@ -74,8 +83,10 @@ impl IpProtocol {
         match n {
             0 => IpProtocol::HopByHop,
             1 => IpProtocol::Icmp,
+            4 => IpProtocol::Ipv4,
             6 => IpProtocol::Tcp,
             17 => IpProtocol::Udp,
+            41 => IpProtocol::Ipv6,
             43 => IpProtocol::Ipv6Route,
             44 => IpProtocol::Ipv6Frag,
             50 => IpProtocol::Esp,
@@ -83,6 +94,7 @@ impl IpProtocol {
             58 => IpProtocol::Icmpv6,
             59 => IpProtocol::Ipv6NoNxt,
             60 => IpProtocol::Ipv6Opts,
+            132 => IpProtocol::Sctp,
             n => IpProtocol::Unknown(n),
         }
     }

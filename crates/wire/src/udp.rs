@@ -53,6 +53,12 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         Ok(())
     }
 
+    /// Returns the wrapped buffer.
+    #[inline]
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {

@@ -630,3 +630,47 @@ proptest! {
         }
     }
 }
+
+// The checksum's fast paths are held to the plain forms: the sum by 32-bit
+// words to the sum by 16-bit words, the fixed-step fold to folding until
+// nothing carries, and the IPv4 header update summed from registers to the
+// fields stored and the header summed back.
+proptest! {
+    #[test]
+    fn sum_by_words_folds_as_sum(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+        use wire::checksum::{fold, sum, sum_words};
+        prop_assert_eq!(fold(sum_words(&data)), fold(sum(&data)));
+    }
+
+    #[test]
+    fn fold_in_four_steps_is_the_loop(acc in any::<u64>(), shift in 0u32..64) {
+        let acc = acc >> shift;
+        let mut a = acc;
+        while a > 0xffff {
+            a = (a & 0xffff) + (a >> 16);
+        }
+        prop_assert_eq!(wire::checksum::fold(acc), a as u16);
+    }
+
+    #[test]
+    fn ipv4_length_protocol_and_checksum_in_one_step(
+        header in proptest::array::uniform32(any::<u8>()),
+        options in proptest::array::uniform28(any::<u8>()),
+        words in 5usize..=15,
+        total in any::<u16>(),
+        protocol in any::<u8>(),
+    ) {
+        let mut h = [0u8; 60];
+        h[..32].copy_from_slice(&header);
+        h[32..].copy_from_slice(&options);
+        let mut want = Ipv4Packet::new_unchecked(h);
+        want.set_header_len(words * 4);
+        let mut got = want;
+        want.set_total_len(total);
+        want.set_protocol(IpProtocol::from(protocol));
+        want.fill_checksum();
+        got.set_len_protocol_and_checksum(total, IpProtocol::from(protocol));
+        prop_assert!(got.verify_checksum());
+        prop_assert_eq!(got.into_inner(), want.into_inner());
+    }
+}

@@ -18,8 +18,9 @@ use super::{
 };
 use crate::config::{Mode, Protocol};
 use crate::esp;
-use crate::ip::{self, Layout, ESP, IPV4_IN_IP, IPV6_IN_IP, NO_NEXT, UDP};
+use crate::ip::{self, proto, Layout};
 use crate::reject::Reject;
+use wire::{ipv4, ipv6, ipv6ext, udp};
 
 /// Bytes kept free in front of a packet: an outer IPv6 header, a UDP
 /// header, ESP's header and the longest IV, with room to spare.
@@ -147,7 +148,7 @@ impl Engine {
         pb.buf.truncate(pb.start + l.total_len);
         let sa = &self.sas[idx];
         let udp = sa.sa.encap_udp;
-        let udp_len = if udp.is_some() { 8 } else { 0 };
+        let udp_len = if udp.is_some() { udp::HEADER_LEN } else { 0 };
         let head = esp::head_len(sa);
         let tunnel = sa.mode() == Mode::Tunnel;
         // Where the outer header starts, and how long it is.
@@ -159,7 +160,12 @@ impl Engine {
                 .checked_sub(hl + udp_len + head)
                 .ok_or(Reject::TooBig)?;
             pb.buf[at..at + hl].copy_from_slice(&h[..hl]);
-            (at, hl, hl == 40, if hl == 40 { 6 } else { 9 })
+            let v6 = hl == ipv6::HEADER_LEN;
+            let protocol_at = match v6 {
+                true => ipv6::field::NXT_HDR,
+                false => ipv4::field::PROTOCOL,
+            };
+            (at, hl, v6, protocol_at)
         } else {
             let hl = l.header_len;
             let at = pb.start.checked_sub(udp_len + head).ok_or(Reject::TooBig)?;
@@ -167,15 +173,18 @@ impl Engine {
             (at, hl, l.v6, l.protocol_at)
         };
         let inner_protocol = match (tunnel, l.v6) {
-            (true, false) => IPV4_IN_IP,
-            (true, true) => IPV6_IN_IP,
+            (true, false) => proto::IPV4,
+            (true, true) => proto::IPV6,
             (false, _) => l.protocol,
         };
         pb.start = at;
-        pb.buf[at + protocol_at] = if udp.is_some() { UDP } else { ESP };
+        pb.buf[at + protocol_at] = match udp {
+            Some(_) => proto::UDP,
+            None => proto::ESP,
+        };
         let udp_at = at + hl;
         if let Some(ports) = udp {
-            pb.buf[udp_at..udp_at + 8].copy_from_slice(&udp_header(ports));
+            pb.buf[udp_at..udp_at + udp::HEADER_LEN].copy_from_slice(&udp_header(ports));
         }
         let sa = &mut self.sas[idx];
         esp::seal_at(sa, &mut pb.buf, udp_at + udp_len, inner_protocol)?;
@@ -184,19 +193,19 @@ impl Engine {
             false => (hl, l.src(&pb.buf[at..]), l.dst(&pb.buf[at..])),
         });
         let start = pb.start;
-        finish_esp_out(&mut pb.buf[start..], udp, v6, hl)?;
+        finish_esp_out(&mut pb.buf[start..], udp, v6)?;
         Ok(Outbound::Protected)
     }
 
     fn inbound_buf_inner(&mut self, pb: &mut PacketBuf) -> Result<Inbound, Reject> {
         let l = Layout::parse(pb.as_slice())?;
         // The fast path: one whole ESP packet (or ESP in UDP) for an SA.
-        let esp_at = if l.fragment || (!l.v6 && ip::checksum(&pb.as_slice()[..l.header_len]) != 0) {
+        let esp_at = if l.fragment || (!l.v6 && !ip::ipv4_checksum_ok(pb.as_slice())) {
             None
         } else {
             match l.protocol {
-                ESP => Some(l.header_len),
-                UDP if !self.natt_ports.is_empty() => {
+                proto::ESP => Some(l.header_len),
+                proto::UDP if !self.natt_ports.is_empty() => {
                     match self.natt(pb.as_slice(), &l)? {
                         Some(at) => Some(at),
                         // IKE, a keepalive, or another port: not ESP.
@@ -208,7 +217,7 @@ impl Engine {
         };
         let found = match esp_at.map(|at| (at, esp::spi(&pb.as_slice()[at..]))) {
             Some((at, Some(spi))) => self
-                .lookup_again(ESP, spi, l.dst(pb.as_slice()))
+                .lookup_again(proto::ESP, spi, l.dst(pb.as_slice()))
                 .map(|i| (at, i)),
             _ => None,
         };
@@ -232,7 +241,7 @@ impl Engine {
         let head = esp::head_len(sa);
         let tunnel = sa.mode() == Mode::Tunnel;
         let (nh, n) = esp::open_in_place(sa, &mut pb.buf[start + at..])?;
-        if nh == NO_NEXT {
+        if nh == proto::NO_NEXT {
             return Err(Reject::Dummy);
         }
         let payload = start + at + head;
@@ -251,7 +260,7 @@ impl Engine {
         // next header as its protocol: read again only when that is an
         // IPv6 extension header (a destination option after ESP), which
         // the layout must walk past.
-        let nl = if tunnel || (l.v6 && ip::is_extension(nh)) {
+        let nl = if tunnel || (l.v6 && ipv6ext::is_walked(nh)) {
             Layout::parse(pb.as_slice())?
         } else {
             Layout {
@@ -260,8 +269,8 @@ impl Engine {
                 ..l
             }
         };
-        if matches!(nl.protocol, ESP | crate::ip::AH)
-            || (nl.protocol == UDP && !self.natt_ports.is_empty())
+        if matches!(nl.protocol, proto::ESP | proto::AH)
+            || (nl.protocol == proto::UDP && !self.natt_ports.is_empty())
         {
             // More IPsec inside: the copying path takes it on from here.
             let mut tmp = std::mem::take(&mut self.scratch_out);
