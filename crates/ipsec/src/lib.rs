@@ -1,4 +1,4 @@
-//! `ipsec`: kansoku's userspace IPsec (paper 002, KAME's evaluation), the
+//! `ipsec`: kansoku's userspace IPsec (Ariga et al., an evaluation of KAME), the
 //! protocol side only: no sockets, no files, no `unsafe`.
 //!
 //! - [`config`] reads security associations and policies set by hand in

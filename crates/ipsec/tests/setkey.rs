@@ -9,7 +9,7 @@ use ipsec::{parse_setkey, AuthAlg, EncAlg, Level, Mode, PolicyAction, PolicyDir,
 /// The paper's configuration: host to host, transport mode, keys by hand,
 /// ESP with 3DES and no authenticator, AH with HMAC-SHA-1, both ways.
 const PAPER: &str = r#"
-# paper 002: KAME, keys set by hand
+# Ariga et al.: KAME, keys set by hand
 flush;
 spdflush;
 add 10.1.0.1 10.2.0.1 esp 0x1001 -m transport
