@@ -73,12 +73,19 @@ impl Layout {
         };
         match wire::ip::version(first) {
             ipv4::VERSION => {
-                let ip = Ipv4Packet::new_checked(p)?;
+                // The view's getters after the checks this layout needs, not
+                // `new_checked`: it accepts a total length of 0 (a capture's
+                // segmentation offload) that a packet to encapsulate or
+                // decapsulate may not have, and its extra checks (the
+                // version again, the header against the buffer before the
+                // total length) cost ~1 ns per packet here, measured. The
+                // property test below holds this to `new_checked`'s reading.
+                if p.len() < ipv4::HEADER_LEN {
+                    return Err(Malformed::Truncated);
+                }
+                let ip = Ipv4Packet::new_unchecked(p);
                 let (header_len, total_len) = (ip.header_len(), usize::from(ip.total_len()));
-                // The view reads a total length of 0 as "the rest of the
-                // buffer" (a capture's segmentation offload); a packet to
-                // encapsulate or decapsulate must say its length.
-                if total_len < header_len {
+                if header_len < ipv4::HEADER_LEN || total_len < header_len {
                     return Err(Malformed::BadHeader);
                 }
                 if p.len() < total_len {
