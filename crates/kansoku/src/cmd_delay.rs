@@ -179,17 +179,14 @@ fn delay(args: &DelayRunArgs) -> pipeline::Result<Report> {
         server: server.as_ref(),
     };
     // With a program's output on stdout, the report goes to stderr.
-    let printed = if child.is_some() {
-        print(&mut io::stderr().lock(), &out, args, &profile)
+    let (printed, stream) = if child.is_some() {
+        let printed = print(&mut io::stderr().lock(), &out, args, &profile);
+        (printed, "standard error")
     } else {
-        print(&mut io::stdout().lock(), &out, args, &profile)
+        let printed = print(&mut io::stdout().lock(), &out, args, &profile);
+        (printed, "standard output")
     };
     if let Err(e) = printed {
-        let stream = if child.is_some() {
-            "standard error"
-        } else {
-            "standard output"
-        };
         report.failed(Error::output(stream, &e));
     }
     Ok(report)

@@ -23,13 +23,9 @@ use crate::signals;
 
 #[derive(Serialize)]
 struct Output<'a> {
-    url: &'a str,
-    model: String,
-    protocol: String,
-    threads: usize,
-    keep_alive: bool,
-    clients: usize,
-    delay: Option<String>,
+    /// What the run was: the report's first line, the JSON's first fields.
+    #[serde(flatten)]
+    run: report::RunInfo<'a>,
     /// The first (or only) step's results.
     results: &'a Results,
     delay_line: Option<&'a DelayReport>,
@@ -200,18 +196,22 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
                 .push("the server saw no handshake: no round trips to write".into()),
         }
     }
+    let model = if session.steps.len() > 1 {
+        format!("closed, a sweep of {} steps", session.steps.len())
+    } else {
+        describe(&model)
+    };
+    let delay_profile = profile.as_ref().map(|p| p.to_string());
     let out = Output {
-        url: &args.url,
-        model: if session.steps.len() > 1 {
-            format!("closed, a sweep of {} steps", session.steps.len())
-        } else {
-            describe(&model)
+        run: report::RunInfo {
+            url: &args.url,
+            model: &model,
+            protocol: &protocol,
+            threads,
+            keep_alive: args.keep_alive,
+            clients: clients.len(),
+            delay: delay_profile.as_deref(),
         },
-        protocol,
-        threads,
-        keep_alive: args.keep_alive,
-        clients: clients.len(),
-        delay: profile.as_ref().map(|p| p.to_string()),
         results,
         delay_line: delay.as_ref(),
         session: &session,
@@ -237,15 +237,6 @@ fn print(w: &mut dyn Write, out: &Output<'_>, json: bool) -> io::Result<()> {
         serde_json::to_writer(&mut *w, out).map_err(io::Error::from)?;
         return writeln!(w);
     }
-    let run = report::RunInfo {
-        url: out.url,
-        model: &out.model,
-        protocol: &out.protocol,
-        threads: out.threads,
-        keep_alive: out.keep_alive,
-        clients: out.clients,
-        delay: out.delay.as_deref(),
-    };
     let line = out.delay_line.map(|d| report::DelayLineFigures {
         held: d.held,
         late: d.late,
@@ -255,5 +246,5 @@ fn print(w: &mut dyn Write, out: &Output<'_>, json: bool) -> io::Result<()> {
         valid: d.valid,
         cpu_seconds: d.cpu_seconds,
     });
-    report::write_text(w, &run, out.results, out.session, line.as_ref())
+    report::write_text(w, &out.run, out.results, out.session, line.as_ref())
 }

@@ -7,6 +7,8 @@
 use std::io::{self, Write};
 use std::net::IpAddr;
 
+use serde::Serialize;
+
 use crate::session::SessionResult;
 use crate::{Record, Results, Step};
 
@@ -71,7 +73,9 @@ pub fn write_series_csv(w: &mut impl Write, s: &SessionResult) -> io::Result<()>
     w.flush()
 }
 
-/// What a run was, for the report's first line.
+/// What a run was: the text report's first line, and the first fields of
+/// the JSON report.
+#[derive(Serialize)]
 pub struct RunInfo<'a> {
     pub url: &'a str,
     /// The load model as [`crate::session::describe`] says it, or a sweep.
