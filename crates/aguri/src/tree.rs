@@ -188,6 +188,7 @@ pub struct Entry {
 /// Which count the threshold applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Metric {
     Bytes,
     Packets,

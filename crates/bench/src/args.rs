@@ -21,7 +21,8 @@ pub enum BenchCommand {
     Disk(BenchDiskArgs),
     /// Compression throughput and ratio per codec and block size (Shimizu et al. 2006 Fig. 4 and Table 1).
     Compress(BenchCompressArgs),
-    /// Capture rate vs offered load per writer configuration in a namespace of its own (papers 000 §5 and 003).
+    /// Capture rate vs offered load per writer configuration in a namespace of its own (Shimizu et al. 2006, §5;
+    /// Tsukahara et al. n.d.).
     Capture(BenchCaptureArgs),
     /// IPsec per packet: encap and decap throughput per suite and packet size, beside the same
     /// primitives alone and `openssl speed` (Ariga et al.'s algorithms and today's).
@@ -29,7 +30,7 @@ pub enum BenchCommand {
     /// kansoku webbench beside wrk: the same URL, threads, connections and time (keep-alive), alternating
     /// rounds; requests/s and latency percentiles of both, and kansoku / wrk.
     Web(BenchWebArgs),
-    /// Paper 004's web server experiments against nginx and Apache prefork in a namespace of their own:
+    /// MAWI WG 2001's web server experiments against nginx and Apache prefork in a namespace of their own:
     /// experiment 1 (10 KB at 110 requests/s; no delay, 48 ms, the 100-quantile profile; httperf through
     /// kansoku delay) and experiment 2 (2 KB at 13 concurrency steps, no delay and the profile).
     WebPaper(BenchWebPaperArgs),
@@ -209,26 +210,6 @@ pub struct BenchCaptureArgs {
     pub json: bool,
 }
 
-/// The compression of a capture worker's file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CodecArg {
-    Lz4,
-    Zstd,
-    Gzip,
-    None,
-}
-
-impl CodecArg {
-    pub fn codec(self) -> Codec {
-        match self {
-            CodecArg::Lz4 => Codec::Lz4,
-            CodecArg::Zstd => Codec::Zstd,
-            CodecArg::Gzip => Codec::Gzip,
-            CodecArg::None => Codec::None,
-        }
-    }
-}
-
 /// `kansoku bench capture-worker` (hidden): what `bench capture` runs in its
 /// namespace for each kansoku configuration. It says `listening on` on
 /// standard error once the ring is open, captures until SIGINT, and prints
@@ -242,8 +223,8 @@ pub struct CaptureWorkerArgs {
     #[arg(short = 'w', value_name = "FILE")]
     pub write: PathBuf,
     /// Compression of the file.
-    #[arg(long = "compress", value_enum, default_value_t = CodecArg::Lz4)]
-    pub compress: CodecArg,
+    #[arg(long = "compress", value_enum, default_value_t = Codec::Lz4)]
+    pub compress: Codec,
     /// Write (and compress) each packet on its own, one write() per packet, as libpcap's pcap_dump.
     #[arg(long)]
     pub per_packet: bool,

@@ -32,8 +32,8 @@ use trace::format::pcap;
 use trace::{Codec, LinkType, Record};
 
 use crate::args::BenchCompressArgs;
-use crate::stats::{mb_per_s, median};
-use crate::table::{self, Align};
+use crate::harness::stats::{mb_per_s, median};
+use crate::harness::table::{self, Align};
 
 /// The pcap snap length written in sample headers (tcpdump's default).
 const SNAPLEN: u32 = 262_144;
@@ -545,7 +545,7 @@ fn print_tables(
     writeln!(out)?;
     writeln!(
         out,
-        "# Paper 000 Fig. 4: the block size from which throughput stops rising (first within 5% of the best),"
+        "# Shimizu et al. 2006, Fig. 4: the block size from which throughput stops rising (first within 5% of the best),"
     )?;
     writeln!(out, "# and how much slower per-packet compression is.")?;
     writeln!(out)?;

@@ -23,8 +23,8 @@ use pipeline::{display_path, Error, Report, Result};
 use serde_json::{json, Value};
 
 use crate::args::BenchDiskArgs;
-use crate::stats::{compressor_needed, mb_per_s, median};
-use crate::table::{self, Align};
+use crate::harness::stats::{compressor_needed, mb_per_s, median};
+use crate::harness::table::{self, Align};
 
 /// Bytes per `write()` call in the 1 MiB modes, as `dd bs=1M`.
 pub const WRITE_SIZE: usize = 1 << 20;
@@ -350,7 +350,7 @@ fn print_tables(out: &mut dyn Write, args: &BenchDiskArgs, rep: &DiskReport) -> 
     writeln!(out)?;
     writeln!(
         out,
-        "# Paper 000 eq. (2): compressing before writing pays when T_c > T_d / (1 - r);"
+        "# Shimizu et al. 2006, eq. (2): compressing before writing pays when T_c > T_d / (1 - r);"
     )?;
     writeln!(
         out,

@@ -29,8 +29,8 @@ use aguri::{Metric, Summary};
 use pipeline::{Error, Report, Result};
 
 use crate::args::BenchStoreArgs;
-use crate::stats::median;
-use crate::table::{header, row, Align};
+use crate::harness::stats::median;
+use crate::harness::table::{header, row, Align};
 use crate::view::{make, time_view, NS, T0};
 
 const DAY: u64 = 86_400 * NS;

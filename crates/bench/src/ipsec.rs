@@ -24,9 +24,9 @@ use pipeline::{Error, Report, Result};
 use serde_json::{json, Value};
 
 use crate::args::{BenchIpsecArgs, IpsecPart};
-use crate::peers;
-use crate::stats::median;
-use crate::table::{self, Align};
+use crate::harness::peers;
+use crate::harness::stats::median;
+use crate::harness::table::{self, Align};
 
 const K20: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
 const K24: &str = "0x0102030405060708090a0b0c0d0e0f101112131415161718";

@@ -4,25 +4,20 @@
 //! run's [`Report`], from which the CLI takes the exit code as for any
 //! command.
 //!
-//! Every bench compares against a baseline measured in the same run:
+//! One module an experiment, each comparing against a baseline measured in
+//! the same run, over a small shared [`harness`]:
 //!
 //! | bench | module | baseline |
 //! |---|---|---|
-//! | `bench filter` | [`filter`] | the linear engine (Yamashita and Tsuru 2008's Fig. 2) |
+//! | `bench filter` | [`filter`] (with DPDK's ACL, [`filter::dpdk_acl`]) | the linear engine (Yamashita and Tsuru 2008's Fig. 2) |
 //! | `bench disk` | [`disk`] | memcpy of the same bytes |
 //! | `bench compress` | [`compress`] | memcpy of the same bytes |
-//! | `bench capture` | [`capture`] | libpcap's pattern: one write per packet, uncompressed |
-//!
-//! The harness's parts, for benches to come:
-//! - [`netns`]: a network namespace with a veth pair, removed when dropped;
-//! - [`peers`]: programs run beside kansoku (tcpdump now; openssl, wrk,
-//!   DPDK later), their readiness, SIGINT, CPU time and closing lines;
-//! - [`worker`]: `bench capture-worker`, the capture side of `bench
-//!   capture` (hidden from the help), on the `pipeline` crate;
-//! - [`slow_disk`]: an emulated slow disk, a `Write` wrapper;
-//! - [`table`]: markdown tables (charts are the `plot` crate's, shared
-//!   with `kansoku plot`);
-//! - [`stats`]: medians, MB/s, Shimizu et al. 2006's compressor condition.
+//! | `bench capture` | [`capture`] (its capture side: [`capture::worker`]) | libpcap's pattern: one write per packet, uncompressed |
+//! | `bench ipsec --part packet` | [`ipsec`] | the same primitives alone, and `openssl speed` |
+//! | `bench ipsec --part link\|dv` | [`ipsec_net`] (the traffic: [`ipsec_net::netperf`]) | the bare veth, and boringtun |
+//! | `bench web` | [`web`] | wrk against the same server |
+//! | `bench web-paper` | [`webpaper`] | MAWI WG 2001, ch. 3's configurations |
+//! | `bench store`, `bench view` | [`fleet`], [`view`] | the same queries on files |
 //!
 //! What goes wrong is reported as in every kansoku command
 //! ([`pipeline::Error`]): bad flags are usage errors, unreadable inputs
@@ -36,39 +31,22 @@ pub mod args;
 pub mod capture;
 pub mod compress;
 pub mod disk;
-pub mod dpdk_acl;
 pub mod filter;
 pub mod fleet;
+pub mod harness;
 pub mod ipsec;
 pub mod ipsec_net;
-pub mod netns;
-pub mod netperf;
-pub mod peers;
-pub mod slow_disk;
-pub mod stats;
-pub mod table;
 pub mod view;
 pub mod web;
 pub mod webpaper;
-pub mod worker;
 
 use std::io::{self, Write};
 use std::sync::atomic::AtomicBool;
 
-use pipeline::{display_path, Error, Report, Result};
+use pipeline::{Error, Report, Result};
 
 pub use args::{BenchArgs, BenchCommand};
-pub use slow_disk::SlowDisk;
-
-/// A chart's failure as a bench's: what could not be drawn is a usage or
-/// input error, a chart that could not be written an output failure.
-pub(crate) fn chart_error(e: plot::Error) -> Error {
-    match e {
-        plot::Error::Usage(m) => Error::usage(m),
-        plot::Error::Input(m) => Error::input(m),
-        plot::Error::Output { path, source } => Error::output(display_path(&path), &source),
-    }
-}
+pub use harness::slow_disk::SlowDisk;
 
 /// Runs `kansoku bench ...`, printing to standard output. `stop` is the
 /// CLI's SIGINT/SIGTERM flag: benches stop early on it (a problem in the
@@ -93,7 +71,7 @@ pub fn run_to(args: &BenchArgs, stop: &AtomicBool, out: &mut dyn Write) -> Resul
         BenchCommand::WebPaper(a) => webpaper::run(a, stop, out),
         BenchCommand::View(a) => view::run(a, stop, out),
         BenchCommand::Store(a) => fleet::run(a, stop, out),
-        BenchCommand::CaptureWorker(a) => worker::run(a, stop, out),
+        BenchCommand::CaptureWorker(a) => capture::worker::run(a, stop, out),
     }
 }
 
@@ -132,7 +110,7 @@ mod tests {
             panic!("{a:?}")
         };
         assert!(w.per_packet && w.json);
-        assert_eq!(w.compress.codec(), trace::Codec::None);
+        assert_eq!(w.compress, trace::Codec::None);
         assert_eq!((w.buffer_mib, w.queue_mib, w.disk_mbps), (2, 1, Some(2.0)));
         assert!(parse("disk --size 0").is_err());
         assert!(parse("compress --mb 0").is_err());

@@ -26,8 +26,8 @@ use pipeline::{Error, Report, Result};
 use rand::{Rng, SeedableRng};
 
 use crate::args::BenchViewArgs;
-use crate::stats::median;
-use crate::table::{header, row, Align};
+use crate::harness::stats::median;
+use crate::harness::table::{header, row, Align};
 
 pub(crate) const NS: u64 = 1_000_000_000;
 /// 2026-10-01 00:00:00 UTC.

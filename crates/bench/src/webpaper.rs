@@ -634,8 +634,7 @@ fn plot_exp1(rows: &Value, server: &str, dir: &Path) -> Result<PathBuf> {
         "connections in progress",
         series,
     )
-    .draw_file(&path)
-    .map_err(crate::chart_error)?;
+    .draw_file(&path)?;
     Ok(path)
 }
 
@@ -691,8 +690,7 @@ fn plot_exp2(runs: &Value, server: &str, dir: &Path) -> Result<Vec<PathBuf>> {
             what,
             series,
         )
-        .draw_file(&path)
-        .map_err(crate::chart_error)?;
+        .draw_file(&path)?;
         paths.push(path);
     }
     Ok(paths)
@@ -754,7 +752,7 @@ fn plot_rtt_overlay(
         ],
     );
     c.x_label_formatter = Some(&fmt);
-    c.draw_file(&path).map_err(crate::chart_error)?;
+    c.draw_file(&path)?;
     Ok(Some(path))
 }
 

@@ -26,6 +26,7 @@ pub mod linear;
 pub mod lint;
 pub mod model;
 pub mod parse;
+pub mod report;
 pub mod rfc;
 pub mod rule;
 pub mod v6map;
@@ -35,6 +36,7 @@ pub use key::PacketKey;
 pub use linear::Linear;
 pub use lint::{lint, Finding};
 pub use parse::{ParseError, Syntax};
+pub use report::{CountsReport, Explanation};
 pub use rfc::RfcStats;
 pub use rule::{Action, AddrMatch, PortRange, ProtoMatch, Rule};
 
@@ -99,6 +101,7 @@ impl RuleSet {
 
 /// Which engine to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum EngineKind {
     Linear,
     Fast,

@@ -75,32 +75,18 @@ use ipsec::{Engine, Inbound, Keying, Mode, Options, Outbound, Protocol};
 use serde::Serialize;
 use wire::IpProtocol;
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod offload;
 mod packet;
+mod report;
 
-/// Why a gateway could not be opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
-    /// The configuration asks for what cannot be had (more sockets than one
-    /// gateway watches): the caller's flags are at fault.
-    Usage(String),
-    /// An SA could not be keyed, or a device or socket could not be set up
-    /// (a missing capability, an address not on this host).
-    Setup(String),
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Usage(m) | Error::Setup(m) => f.write_str(m),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-/// The result of opening a gateway.
-pub type Result<T> = std::result::Result<T, Error>;
+/// Why a gateway could not be opened: a configuration that asks for what
+/// cannot be had (more sockets than one gateway watches) is a usage error;
+/// an SA that could not be keyed, or a device or socket that could not be
+/// set up (a missing capability, an address not on this host), an input
+/// error.
+pub use outcome::{Error, Result};
 
 use ipsec::frag::{is_fragment, Reassembler, Step};
 use packet::{
@@ -333,7 +319,7 @@ pub struct Gateway {
 }
 
 fn setup(what: impl std::fmt::Display, e: io::Error) -> Error {
-    Error::Setup(format!("{what}: {e}"))
+    Error::input(format!("{what}: {e}"))
 }
 
 impl Gateway {
@@ -343,7 +329,7 @@ impl Gateway {
     /// caller's.
     pub fn open(cfg: GatewayConfig) -> Result<Gateway> {
         let opts = Options { keying: cfg.keying };
-        let key_error = |e: ipsec::KeyError| Error::Setup(format!("SA file: {}", e.0));
+        let key_error = |e: ipsec::KeyError| Error::input(format!("SA file: {}", e.0));
         let out_engine = Engine::new(&cfg.sa, opts).map_err(key_error)?;
         let in_engine = Engine::new(&cfg.sa, opts).map_err(key_error)?;
         let overhead = [
@@ -410,7 +396,7 @@ impl Gateway {
             }
         }
         if 1 + rx.len() + udp.len() > MAX_FDS {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "ESP in UDP on {} addresses: at most {} sockets",
                 udp.len(),
                 MAX_FDS - 1 - rx.len()
@@ -458,12 +444,12 @@ impl Gateway {
             .chain(udp.iter().map(|u| u.as_fd()))
             .collect();
         if fds.len() > MAX_FDS {
-            return Err(Error::Setup(format!(
+            return Err(Error::input(format!(
                 "ipsec gateway: {} sockets to watch, at most {MAX_FDS}",
                 fds.len()
             )));
         }
-        let poller = Poller::new(&fds).map_err(|e| Error::Setup(format!("epoll: {e}")))?;
+        let poller = Poller::new(&fds).map_err(|e| Error::input(format!("epoll: {e}")))?;
         let report = GatewayReport {
             tun: tun.name().to_string(),
             tun_mtu,

@@ -24,8 +24,8 @@ use pipeline::{
 };
 
 use crate::args::CaptureArgs;
-use crate::output::Out;
-use crate::signals;
+use pipeline::signals;
+use pipeline::sink::PrintOrTrace;
 
 /// `FILE.i`: the output of ring `i` under --fanout.
 fn lane_path(path: &Path, i: usize) -> PathBuf {
@@ -124,9 +124,9 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     // rotated ones included, then belongs to the same user.
     for i in 0..n {
         let out = match args.out.write.as_deref() {
-            Some(p) if n > 1 => Out::Trace(args.out.live_sink(&lane_path(p, i))?),
-            Some(p) => Out::Trace(args.out.live_sink(p)?),
-            None => Out::Print(Printer::new(false, TimeFormat::Epoch)),
+            Some(p) if n > 1 => PrintOrTrace::Trace(args.out.live_sink(&lane_path(p, i))?),
+            Some(p) => PrintOrTrace::Trace(args.out.live_sink(p)?),
+            None => PrintOrTrace::Print(Printer::new(false, TimeFormat::Epoch)),
         };
         let print = args.profile.is_none() || args.out.write.is_some();
         let ring =
@@ -157,7 +157,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         let mut sink =
             SummarySink::Plain(SummaryWriter::dir(dir, pipeline::SummaryFormat::Kansoku)?);
         if let Some(url) = &args.store {
-            let (f, s) = crate::fleet::Fleet::start(url, &args.store_opts, sink)?;
+            let (f, s) = pipeline::Fleet::start(url, &args.store_opts.fleet(), sink)?;
             sink = s;
             fleet = Some(f);
         }
@@ -192,7 +192,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     let note = move || {
         store_stats
             .as_deref()
-            .map(crate::progress::store_note)
+            .map(pipeline::progress::store_note)
             .unwrap_or_default()
     };
     let (stats, mut report) = run_lanes(
@@ -211,16 +211,17 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
 /// prints the capture's accounting.
 fn finish(
     args: &CaptureArgs,
-    lanes: Vec<Lane<TpacketRing, Out>>,
+    lanes: Vec<Lane<TpacketRing, PrintOrTrace>>,
     stats: CaptureStats,
-    fleet: Option<crate::fleet::Fleet>,
+    fleet: Option<pipeline::Fleet>,
     report: &mut Report,
 ) -> pipeline::Result<()> {
-    let mut r = CaptureReport::close_lanes(&args.interface, lanes, &stats, report, Out::close);
+    let mut r =
+        CaptureReport::close_lanes(&args.interface, lanes, &stats, report, PrintOrTrace::close);
     // The last summaries are in the spool once the lanes are closed.
-    r.store = fleet.map(crate::fleet::Fleet::finish);
+    r.store = fleet.map(pipeline::Fleet::finish);
     if let Some(c) = &r.store {
-        crate::fleet::not_spooled(c, report);
+        pipeline::sink::fleet::not_spooled(c, report);
     }
     if let Some(c) = r.store.as_ref().filter(|c| c.waiting > 0 && !args.json) {
         eprintln!(

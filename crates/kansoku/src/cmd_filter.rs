@@ -4,18 +4,17 @@
 
 use std::io::{self, BufWriter, Write};
 
-use filter::{Engine, EngineKind, Filter, Finding, PacketKey, RuleSet};
+use filter::{Engine, Explanation, Filter, PacketKey, RuleSet};
 use pipeline::{
     load_rules, Chain, Consumer, Control, Error, Flow, HeaderSource, Headers, Report, Stages,
     TraceSink,
 };
-use serde_json::json;
 
 use crate::args::{
-    EngineArg, FilterArgs, FilterCommand, FilterExplainArgs, FilterLintArgs, FilterMatchArgs,
-    FilterRunArgs, FilterV6Args,
+    FilterArgs, FilterCommand, FilterExplainArgs, FilterLintArgs, FilterMatchArgs, FilterRunArgs,
+    FilterV6Args,
 };
-use crate::signals;
+use pipeline::signals;
 
 pub fn run(args: &FilterArgs) -> pipeline::Result<Report> {
     match &args.command {
@@ -28,25 +27,13 @@ pub fn run(args: &FilterArgs) -> pipeline::Result<Report> {
     }
 }
 
-fn engine_kind(e: EngineArg) -> EngineKind {
-    match e {
-        EngineArg::Linear => EngineKind::Linear,
-        EngineArg::Fast => EngineKind::Fast,
-    }
-}
-
-fn rule_json(rules: &RuleSet, i: usize) -> serde_json::Value {
-    let r = &rules.rules()[i];
-    json!({"id": r.id, "line": r.line, "action": r.action.to_string(), "rule": r.to_string()})
-}
-
 fn filter_trace(args: &FilterRunArgs) -> pipeline::Result<Report> {
     let (Some(read), Some(rules_path)) = (&args.read, &args.rules) else {
         return Err(Error::usage("filter needs -r FILE and --rules FILE"));
     };
     let rules = load_rules(rules_path)?;
     let stages = Stages {
-        filter: Some(Filter::new(rules, engine_kind(args.engine))),
+        filter: Some(Filter::new(rules, args.engine)),
         profile: None,
         reload: None,
     };
@@ -72,120 +59,29 @@ fn filter_trace(args: &FilterRunArgs) -> pipeline::Result<Report> {
 }
 
 fn report_run(filter: &Filter, as_json: bool) -> pipeline::Result<()> {
-    let rules = filter.rules();
-    let c = filter.counters();
-    let (pass, reject) = filter.totals();
-    let non_ip = c.non_ip;
-    let mut out = BufWriter::new(io::stdout().lock());
     if as_json {
-        let per_rule: Vec<_> = rules
-            .rules()
-            .iter()
-            .zip(&c.rules)
-            .enumerate()
-            .map(|(i, (_, h))| {
-                let mut v = rule_json(rules, i);
-                v["packets"] = h.packets.into();
-                v["bytes"] = h.bytes.into();
-                v
-            })
-            .collect();
-        let v = json!({
-            "engine": filter.engine().kind().name(),
-            "rules": per_rule,
-            "default": {"packets": c.default.packets, "bytes": c.default.bytes},
-            "non_ip": {"packets": non_ip.packets, "bytes": non_ip.bytes},
-            "passed": {"packets": pass.packets, "bytes": pass.bytes},
-            "rejected": {"packets": reject.packets, "bytes": reject.bytes},
-        });
-        writeln!(out, "{v}").map_err(Error::stdout)?;
-    } else {
-        writeln!(
-            out,
-            "{:>10} {:>7} {:>12} {:>14}  rule",
-            "id", "action", "packets", "bytes"
-        )
-        .map_err(Error::stdout)?;
-        for (r, h) in rules.rules().iter().zip(&c.rules) {
-            writeln!(
-                out,
-                "{:>10} {:>7} {:>12} {:>14}  {r}",
-                r.id,
-                r.action.to_string(),
-                h.packets,
-                h.bytes
-            )
-            .map_err(Error::stdout)?;
-        }
-        writeln!(
-            out,
-            "{:>10} {:>7} {:>12} {:>14}  (no rule matched)",
-            "default", "reject", c.default.packets, c.default.bytes
-        )
-        .map_err(Error::stdout)?;
-        if non_ip.packets > 0 {
-            writeln!(
-                out,
-                "{:>10} {:>7} {:>12} {:>14}  (not IP)",
-                "non-ip", "reject", non_ip.packets, non_ip.bytes
-            )
-            .map_err(Error::stdout)?;
-        }
-        writeln!(
-            out,
-            "passed {} packets ({} bytes), rejected {} packets ({} bytes)",
-            pass.packets, pass.bytes, reject.packets, reject.bytes
-        )
-        .map_err(Error::stdout)?;
+        return crate::output::print_json(&filter.report().json());
     }
-    out.flush().map_err(Error::stdout)?;
-    Ok(())
+    print_text(&filter.report())
+}
+
+/// A report's text on standard output.
+fn print_text(text: &impl std::fmt::Display) -> pipeline::Result<()> {
+    let mut out = io::stdout().lock();
+    write!(out, "{text}")
+        .and_then(|()| out.flush())
+        .map_err(Error::stdout)
 }
 
 fn explain(args: &FilterExplainArgs) -> pipeline::Result<Report> {
     let rules = load_rules(&args.rules)?;
     let text = args.packet.join(" ");
     let key = PacketKey::parse(&text).map_err(|e| Error::usage(format!("packet `{text}`: {e}")))?;
-    let linear = Engine::build(EngineKind::Linear, &rules);
-    let first = linear.classify(&key);
-    // Every later rule that also matches is shadowed by the first for this packet.
-    let later: Vec<usize> = match first {
-        Some(f) => (f as usize + 1..rules.len())
-            .filter(|&i| rules.rules()[i].matches(&key))
-            .collect(),
-        None => Vec::new(),
-    };
-    let mut out = io::stdout().lock();
+    let explanation = Explanation::new(&rules, key);
     if args.json {
-        let v = json!({
-            "packet": key.to_string(),
-            "action": rules.action(first).to_string(),
-            "first": first.map(|f| rule_json(&rules, f as usize)),
-            "also": later.iter().map(|&i| rule_json(&rules, i)).collect::<Vec<_>>(),
-        });
-        writeln!(out, "{v}").map_err(Error::stdout)?;
-        return Ok(Report::default());
-    }
-    writeln!(out, "packet: {key}").map_err(Error::stdout)?;
-    match first {
-        Some(f) => {
-            let r = &rules.rules()[f as usize];
-            writeln!(
-                out,
-                "{}: line {}: {r}",
-                r.action.to_string().to_uppercase(),
-                r.line
-            )
-            .map_err(Error::stdout)?;
-        }
-        None => {
-            writeln!(out, "REJECT: no rule matches (the default rule)").map_err(Error::stdout)?
-        }
-    }
-    for i in later {
-        let r = &rules.rules()[i];
-        writeln!(out, "  also matches, shadowed here: line {}: {r}", r.line)
-            .map_err(Error::stdout)?;
+        crate::output::print_json(&explanation.json())?;
+    } else {
+        print_text(&explanation)?;
     }
     Ok(Report::default())
 }
@@ -196,22 +92,12 @@ fn lint(args: &FilterLintArgs) -> pipeline::Result<Report> {
     let name = pipeline::display_path(&args.rules);
     let mut out = io::stdout().lock();
     for f in &findings {
-        let (kind, rule, other) = match *f {
-            Finding::Shadowed { rule, by } => ("shadowed", rule, by),
-            Finding::Conflict { rule, earlier } => ("conflict", rule, earlier),
-        };
-        let (r, o) = (&rules.rules()[rule], &rules.rules()[other]);
         if args.json {
-            writeln!(
-                out,
-                "{}",
-                json!({"kind": kind, "rule": rule_json(&rules, rule), "by": rule_json(&rules, other)})
-            ).map_err(Error::stdout)?;
-        } else if kind == "shadowed" {
-            writeln!(out, "{name}:{}: rule {} can never match: rule {} (line {}) matches every packet it would", r.line, r.id, o.id, o.line).map_err(Error::stdout)?;
+            writeln!(out, "{}", f.json(&rules))
         } else {
-            writeln!(out, "{name}:{}: rule {} ({}) overlaps rule {} (line {}, {}); rule {} wins where both match", r.line, r.id, r.action, o.id, o.line, o.action, o.id).map_err(Error::stdout)?;
+            writeln!(out, "{}", f.describe(&rules, &name))
         }
+        .map_err(Error::stdout)?;
     }
     let mut report = Report::default();
     if !findings.is_empty() {
@@ -250,7 +136,7 @@ fn match_trace(args: &FilterMatchArgs) -> pipeline::Result<Report> {
     let mut source = HeaderSource::open(&args.trace, rules.len(), None)?;
     let mut m = Matcher {
         rules: &rules,
-        engine: Engine::build(engine_kind(args.engine), &rules),
+        engine: Engine::build(args.engine, &rules),
         results: vec![None; pipeline::source::headers::BATCH],
         out: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
     };
@@ -259,22 +145,6 @@ fn match_trace(args: &FilterMatchArgs) -> pipeline::Result<Report> {
         report.failed(Error::stdout(e));
     }
     Ok(report)
-}
-
-/// The first match of every key by the linear engine (the reference),
-/// spread over the cores.
-fn linear_answers(rules: &RuleSet, keys: &[PacketKey]) -> Vec<Option<u32>> {
-    let engine = Engine::build(EngineKind::Linear, rules);
-    let mut out = vec![None; keys.len()];
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = keys.len().div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        for (k, o) in keys.chunks(chunk).zip(out.chunks_mut(chunk)) {
-            let engine = &engine;
-            s.spawn(move || engine.classify_batch(k, o));
-        }
-    });
-    out
 }
 
 /// `kansoku filter v6`: a ClassBench set and its trace in IPv6
@@ -300,7 +170,7 @@ fn to_v6(args: &FilterV6Args) -> pipeline::Result<Report> {
         })
         .collect::<pipeline::Result<_>>()?;
     let t = std::time::Instant::now();
-    let answers = linear_answers(&v6, &keys6);
+    let answers = filter::report::linear_answers(&v6, &keys6);
     let secs = t.elapsed().as_secs_f64();
     if let Some(expected) = &expected {
         // The mapping keeps every first match: a difference is a defect in

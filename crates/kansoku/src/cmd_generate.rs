@@ -9,8 +9,7 @@ use synth::FrameSize;
 
 use crate::args::GenerateArgs;
 use crate::output::print_json;
-use crate::pattern::pattern_config;
-use crate::signals;
+use pipeline::signals;
 
 /// Bytes of the Ethernet frame check sequence, which the device adds.
 const FCS_LEN: usize = 4;
@@ -44,7 +43,10 @@ pub fn run(args: &GenerateArgs) -> pipeline::Result<Report> {
                     "generate needs -c COUNT or --duration SECONDS (or -r TRACE)",
                 ));
             }
-            let mut cfg = pattern_config(&args.pattern, args.count.unwrap_or(u64::MAX), 0, 1)?;
+            let mut cfg = args
+                .pattern
+                .config(args.count.unwrap_or(u64::MAX), 0, 1)
+                .map_err(Error::usage)?;
             // On a link, frame sizes count the 4-byte FCS (RFC 2544's 64 to
             // 1518 bytes); the frames handed to the device are 4 bytes shorter.
             cfg.size = match cfg.size {

@@ -1,6 +1,6 @@
 //! `kansoku index`: write a trace's seek index anew from the trace.
 
-use pipeline::{Report, Truncated};
+use pipeline::Report;
 
 use crate::args::IndexArgs;
 
@@ -37,7 +37,7 @@ pub fn run(args: &IndexArgs) -> pipeline::Result<Report> {
         report.packets += r.packets;
         if let Some(t) = &r.truncation {
             report.absorb(Report {
-                truncation: Some(Truncated::of_trace(&name, t)),
+                truncation: Some(pipeline::report::truncated(&name, t)),
                 ..Report::default()
             });
         }

@@ -1,9 +1,9 @@
 //! `kansoku plot`: summaries drawn over time, by [`plot::plot_summaries`].
 
 use aguri::SectionKind;
-use pipeline::{display_path, read_summaries, Error, Report};
+use pipeline::{read_summaries, Report};
 
-use crate::args::{PlotArgs, PlotStyle, PlotView};
+use crate::args::{PlotArgs, PlotView};
 
 pub fn run(args: &PlotArgs) -> pipeline::Result<Report> {
     let summaries = read_summaries(&args.inputs)?;
@@ -13,19 +13,11 @@ pub fn run(args: &PlotArgs) -> pipeline::Result<Report> {
         PlotView::Sport => SectionKind::SrcPort,
         PlotView::Dport => SectionKind::DstPort,
     };
-    let style = match args.style {
-        PlotStyle::Stacked => plot::Style::Stacked,
-        PlotStyle::Lines => plot::Style::Lines,
-    };
     let what = plot::SummaryPlot {
         kind,
         top: args.top,
-        style,
+        style: args.style,
     };
-    plot::plot_summaries(summaries, &what, &args.output).map_err(|e| match e {
-        plot::Error::Usage(m) => Error::usage(m),
-        plot::Error::Input(m) => Error::input(m),
-        plot::Error::Output { path, source } => Error::output(display_path(&path), &source),
-    })?;
+    plot::plot_summaries(summaries, &what, &args.output)?;
     Ok(Report::default())
 }

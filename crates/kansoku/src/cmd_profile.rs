@@ -10,57 +10,9 @@ use pipeline::{
     Stages, SummaryFormat, SummarySink, SummaryWriter, TraceSource,
 };
 
-use crate::fleet;
-
-use crate::args::{MetricArg, ProfileArgs, SummaryFormatArg};
-use crate::progress::Progress;
-use crate::signals;
-
-/// The flow table's seed for a trace file: a hash of its length and its
-/// first 64 KiB, so that the same file gives the same summaries on every
-/// run (see [`ProfilerConfig::table_seed`]); `None` (a random seed) for
-/// standard input, a pipe or device, or a file that cannot be read
-/// (opening it says why).
-fn file_seed(path: &std::path::Path) -> Option<u64> {
-    use std::hash::Hasher;
-    use std::io::Read;
-    if path.as_os_str() == "-" {
-        return None;
-    }
-    // Only a regular file: a pipe's first bytes, read here, would be
-    // lost to the profile.
-    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
-    let len = meta.len();
-    let f = std::fs::File::open(path).ok()?;
-    let mut head = Vec::with_capacity(64 << 10);
-    f.take(64 << 10).read_to_end(&mut head).ok()?;
-    // SipHash with its fixed keys: the same on every run.
-    let mut h = std::hash::DefaultHasher::new();
-    h.write_u64(len);
-    h.write(&head);
-    Some(h.finish())
-}
-
-/// Whether `profile -r` counts on a thread of its own
-/// ([`ProfilerConfig::tree_thread`]), given whether the file is read on two
-/// threads (`split`) and the 2-D view's size.
-///
-/// A split read keeps both CPUs busy reading already, and a third busy
-/// thread did worse than counting on the reading thread: on this kind of
-/// virtual machine the host's scheduler packs a woken thread onto the CPU
-/// of the thread that woke it, and `perf sched` of a split read with the
-/// counting thread showed a thread waiting to run while the other CPU sat
-/// idle for 19-21 ms of a 150 ms run. Counting on the reading thread
-/// (identical summaries; the same build with and without the counting
-/// thread): indexed traces 0.134 against 0.147 s (active
-/// flows) and 0.117 against 0.126 (new flows), the same without an index
-/// (0.129 against 0.132), 0.150 against 0.160 at `-i 10`. The 2-D view
-/// doubles what is counted for each flow, and there the counting thread
-/// still pays: 0.223 against 0.228 s, 0.482 against 0.536 with new flows
-/// (bench/profile-throughput.md).
-fn tree_thread(split: bool, pairs: usize) -> bool {
-    !split || pairs > 0
-}
+use crate::args::{ProfileArgs, SummaryFormatArg};
+use pipeline::progress::TerminalProgress;
+use pipeline::signals;
 
 /// Where `profile -r` reads its packets from.
 #[allow(clippy::large_enum_variant)] // one, for the whole run
@@ -71,9 +23,9 @@ enum Input {
 
 pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     let metric = match (args.bytes, args.packets, args.metric) {
-        (true, _, _) | (_, _, MetricArg::Bytes) => Metric::Bytes,
-        (_, true, _) | (_, _, MetricArg::Packets) => Metric::Packets,
-        (_, _, MetricArg::Either) => Metric::Either,
+        (true, _, _) | (_, _, Metric::Bytes) => Metric::Bytes,
+        (_, true, _) | (_, _, Metric::Packets) => Metric::Packets,
+        (_, _, Metric::Either) => Metric::Either,
     };
     let interval_s = match (args.interval, &args.archive) {
         (Some(i), _) => i,
@@ -98,7 +50,10 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         },
         coarsen: args.coarsen,
         tree_thread: true,
-        table_seed: args.read.as_deref().and_then(file_seed),
+        table_seed: args
+            .read
+            .as_deref()
+            .and_then(pipeline::stage::profile::file_seed),
     };
     let format = match (args.json, args.format) {
         (true, _) => SummaryFormat::Json,
@@ -121,7 +76,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     // The fleet store: every summary also to the spool.
     let mut fleet = None;
     if let Some(url) = &args.store {
-        let (f, s) = fleet::Fleet::start(url, &args.store_opts, sink)?;
+        let (f, s) = pipeline::Fleet::start(url, &args.store_opts.fleet(), sink)?;
         sink = s;
         fleet = Some(f);
     }
@@ -168,7 +123,10 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         None => Input::Plain(TraceSource::open(path)?),
     };
     let cfg = ProfilerConfig {
-        tree_thread: tree_thread(matches!(input, Input::Split(_)), cfg.pairs),
+        tree_thread: pipeline::stage::profile::tree_thread(
+            matches!(input, Input::Split(_)),
+            cfg.pairs,
+        ),
         ..cfg
     };
     let stages = Stages {
@@ -181,7 +139,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         Input::Split(s) => s.size(),
         Input::Plain(s) => s.size(),
     };
-    let progress = Progress::new(size, true).with_store(fleet.as_ref().map(|f| f.stats()));
+    let progress = TerminalProgress::new(size, true).with_store(fleet.as_ref().map(|f| f.stats()));
     let ctl = Control {
         stop: signals::stop_flag(),
         progress: Some(&progress),

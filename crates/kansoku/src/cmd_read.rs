@@ -8,9 +8,10 @@ use trace::time::parse_time;
 use crate::args::ReadArgs;
 use pipeline::sink::lines::Printer;
 
-use crate::output::{report_summary, Out};
-use crate::progress::Progress;
-use crate::signals;
+use crate::output::report_summary;
+use pipeline::progress::TerminalProgress;
+use pipeline::signals;
+use pipeline::sink::PrintOrTrace;
 
 pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
     let time = |t: &Option<String>| t.as_deref().map(parse_time).transpose();
@@ -19,16 +20,16 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
         until: time(&args.until).map_err(pipeline::Error::usage)?,
     };
     let out = match args.out.write_sink()? {
-        Some(t) => Out::Trace(t),
-        None => Out::Print(Printer::new(args.json, args.time.into())),
+        Some(t) => PrintOrTrace::Trace(t),
+        None => PrintOrTrace::Print(Printer::new(args.json, args.time.into())),
     };
     let mut source = TraceSource::open_window(&args.read, window)?;
     // From a pipe: a quiet input's partial block reaches the file (or its
     // lines the terminal) within the idle time.
     source.idle_every(args.out.idle_flush());
     // Keep the terminal for the packet lines when they go to it.
-    let printing = matches!(out, Out::Print(_));
-    let progress = Progress::new(source.size(), !printing || !io::stdout().is_terminal());
+    let printing = matches!(out, PrintOrTrace::Print(_));
+    let progress = TerminalProgress::new(source.size(), !printing || !io::stdout().is_terminal());
     let mut chain = Chain::new(Stages::default(), Some(out));
     chain.limit = args.count;
     let ctl = Control {

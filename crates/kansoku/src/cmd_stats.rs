@@ -2,19 +2,19 @@
 
 use std::io::{self, Write};
 
-use pipeline::{Census, Control, Error, FileStats, Report, TraceSource};
+use pipeline::{Census, Control, Error, Report, TraceSource};
 use trace::time;
 
 use crate::args::StatsArgs;
-use crate::progress::Progress;
-use crate::signals;
+use pipeline::progress::TerminalProgress;
+use pipeline::signals;
 
 pub fn run(args: &StatsArgs) -> pipeline::Result<Report> {
     let mut report = Report::default();
     let mut all = Vec::new();
     for path in &args.files {
         let mut source = TraceSource::open(path)?;
-        let progress = Progress::new(source.size(), true);
+        let progress = TerminalProgress::new(source.size(), true);
         let mut census = Census::default();
         let ctl = Control {
             stop: signals::stop_flag(),
@@ -34,7 +34,7 @@ pub fn run(args: &StatsArgs) -> pipeline::Result<Report> {
         // The figures of what was read are shown, also of a file whose
         // reading was stopped; the files after it are not read.
         if !args.json {
-            print_text(&s)?;
+            write!(io::stdout().lock(), "{s}").map_err(Error::stdout)?;
         }
         all.push(s);
         if stop {
@@ -51,69 +51,4 @@ pub fn run(args: &StatsArgs) -> pipeline::Result<Report> {
         writeln!(o).map_err(Error::stdout)?;
     }
     Ok(report)
-}
-
-fn print_text(s: &FileStats) -> pipeline::Result<()> {
-    let mut o = io::stdout().lock();
-    writeln!(o, "{}", s.file).map_err(Error::stdout)?;
-    writeln!(o, "  format:       {}, compression: {}", s.format, s.codec).map_err(Error::stdout)?;
-    if let Some(fb) = s.file_bytes {
-        write!(
-            o,
-            "  size:         {fb} bytes on disk, {} decompressed",
-            s.decompressed_bytes
-        )
-        .map_err(Error::stdout)?;
-        if let Some(r) = s.compression_ratio {
-            write!(o, " (ratio {r:.3}, {:.2}x)", 1.0 / r.max(f64::MIN_POSITIVE))
-                .map_err(Error::stdout)?;
-        }
-        writeln!(o).map_err(Error::stdout)?;
-    }
-    if let Some(i) = &s.index {
-        writeln!(
-            o,
-            "  blocks:       {} chunks, {} of {} packet chunks stored raw ({:.1}%)",
-            i.chunks,
-            i.raw_chunks,
-            i.packet_chunks,
-            i.raw_share * 100.0
-        )
-        .map_err(Error::stdout)?;
-    }
-    writeln!(
-        o,
-        "  packets:      {} ({} bytes captured, {} on the wire, {} cut by snaplen)",
-        s.packets, s.captured_bytes, s.wire_bytes, s.snapped_packets
-    )
-    .map_err(Error::stdout)?;
-    if let (Some(f), Some(l)) = (&s.first, &s.last) {
-        writeln!(o, "  time:         {f} .. {l} ({:.3} s)", s.duration_s).map_err(Error::stdout)?;
-    }
-    writeln!(o, "  sections:     {}", s.sections).map_err(Error::stdout)?;
-    for i in &s.interfaces {
-        writeln!(
-            o,
-            "  interface {}.{}: {} snaplen {}: {} packets, {} bytes",
-            i.section, i.id, i.link_type, i.snaplen, i.packets, i.bytes
-        )
-        .map_err(Error::stdout)?;
-    }
-    if !s.protocols.is_empty() {
-        let mix: Vec<String> = s
-            .protocols
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{k} {v} ({:.1}%)",
-                    *v as f64 * 100.0 / s.packets.max(1) as f64
-                )
-            })
-            .collect();
-        writeln!(o, "  protocols:    {}", mix.join(", ")).map_err(Error::stdout)?;
-    }
-    if s.other_blocks > 0 {
-        writeln!(o, "  other blocks: {}", s.other_blocks).map_err(Error::stdout)?;
-    }
-    Ok(())
 }

@@ -3,8 +3,8 @@
 
 use pipeline::{display_path, Error, Report, SummaryFormat, SummaryWriter};
 
-use crate::args::{MetricArg, StoreAction, StoreArgs, SummaryFormatArg};
-use crate::fleet::{client, error};
+use crate::args::{StoreAction, StoreArgs, SummaryFormatArg};
+use pipeline::sink::fleet::{client, error};
 
 pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
     let Some(url) = args.store.as_deref() else {
@@ -65,11 +65,7 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
                 from_ns,
                 to_ns,
                 interval_ns,
-                metric: match metric {
-                    MetricArg::Bytes => aguri::Metric::Bytes,
-                    MetricArg::Packets => aguri::Metric::Packets,
-                    MetricArg::Either => aguri::Metric::Either,
-                },
+                metric: *metric,
                 threshold: *threshold,
                 coarsen: *coarsen,
                 budget: aguri::DEFAULT_BUDGET,
@@ -99,7 +95,7 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
             );
         }
         StoreAction::Send { spool, wait } => {
-            let dir = crate::fleet::spool_dir(spool.as_deref());
+            let dir = pipeline::sink::fleet::spool_dir(spool.as_deref());
             let sp = std::sync::Arc::new(
                 store::Spool::open(&dir).map_err(|e| Error::output(display_path(&dir), &e))?,
             );

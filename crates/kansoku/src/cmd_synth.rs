@@ -5,9 +5,8 @@ use trace::time;
 
 use crate::args::SynthArgs;
 use crate::output::report_summary;
-use crate::pattern::pattern_config;
-use crate::progress::Progress;
-use crate::signals;
+use pipeline::progress::TerminalProgress;
+use pipeline::signals;
 
 /// 2026-01-01T00:00:00Z, the default time of the first packet.
 const DEFAULT_START_NS: u64 = 1_767_225_600_000_000_000;
@@ -29,9 +28,12 @@ pub fn run(args: &SynthArgs) -> pipeline::Result<Report> {
         None => DEFAULT_START_NS,
     };
     let interval_ns = (1e9 / args.rate).round().max(1.0) as u64;
-    let cfg = pattern_config(&args.pattern, args.count, start_ns, interval_ns)?;
+    let cfg = args
+        .pattern
+        .config(args.count, start_ns, interval_ns)
+        .map_err(Error::usage)?;
     let mut source = SynthSource::new(cfg)?;
-    let progress = Progress::new(Some(args.count), true);
+    let progress = TerminalProgress::new(Some(args.count), true);
     let mut chain = Chain::new(Stages::default(), Some(sink));
     let ctl = Control {
         stop: signals::stop_flag(),

@@ -8,7 +8,8 @@ use pipeline::{display_path, Error, Report};
 use webview::{serve, DataSource, DirSource};
 
 use crate::args::WebArgs;
-use crate::{fleet, signals};
+use pipeline::signals;
+use pipeline::sink::fleet;
 
 pub fn run(args: &WebArgs) -> pipeline::Result<Report> {
     let (src, what): (Arc<dyn DataSource>, String) = match (&args.dir, &args.store) {

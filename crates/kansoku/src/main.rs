@@ -22,12 +22,7 @@ mod cmd_stats;
 mod cmd_store;
 mod cmd_synth;
 mod cmd_web;
-mod cmd_webbench;
-mod fleet;
 mod output;
-mod pattern;
-mod progress;
-mod signals;
 
 use std::process::ExitCode;
 
@@ -42,7 +37,7 @@ const MAX_WORD: usize = 200;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    signals::install();
+    pipeline::signals::install();
     pipeline::source::trace::set_verify(!cli.command.no_verify());
     let result: pipeline::Result<Report> = match cli.command {
         Command::Read(args) => cmd_read::run(&args),
@@ -57,9 +52,11 @@ fn main() -> ExitCode {
         Command::Web(args) => cmd_web::run(&args),
         Command::Store(args) => cmd_store::run(&args),
         Command::Delay(args) => cmd_delay::run(&args),
-        Command::Webbench(args) => cmd_webbench::run(&args),
+        Command::Webbench(args) => {
+            webbench::cli::run_webbench(&args, pipeline::signals::stop_shared())
+        }
         Command::Ipsec(args) => cmd_ipsec::run(&args),
-        Command::Bench(args) => bench::run(&args, signals::stop_flag()),
+        Command::Bench(args) => bench::run(&args, pipeline::signals::stop_flag()),
         Command::Completions(args) => cmd_docs::completions(&args),
         Command::Man => cmd_docs::man(),
     };

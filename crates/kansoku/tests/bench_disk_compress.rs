@@ -48,7 +48,7 @@ fn disk_measures_every_mode_and_removes_its_files() {
         let td = m["mb_per_s"].as_f64().unwrap();
         assert!(td > 0.0, "{m}");
         assert_eq!(m["runs_mb_per_s"].as_array().unwrap().len(), 2);
-        // Paper 000 eq. (2): T_c > T_d / (1 - r).
+        // Shimizu et al. 2006, eq. (2): T_c > T_d / (1 - r).
         let tc = &m["tc_needed_mb_per_s"];
         assert!((tc["0.5"].as_f64().unwrap() - 2.0 * td).abs() < 1e-6 * td);
         assert!((tc["0.9"].as_f64().unwrap() - 10.0 * td).abs() < 1e-6 * td);
@@ -142,7 +142,7 @@ fn compress_reports_ratios_like_paper_table_1() {
     };
     for codec in ["lz4", "zstd", "gzip"] {
         for block in ["4KiB", "32KiB", "128KiB"] {
-            // Paper 000 Table 1: fixed 1518-byte frames shrink to about 0.02.
+            // Shimizu et al. 2006, Table 1: fixed 1518-byte frames shrink to about 0.02.
             let r = ratio("fixed-1518", codec, block);
             assert!(r < 0.2, "fixed-1518 {codec} {block}: ratio {r}");
             // 64-byte frames from synth carry a random source port and two

@@ -23,10 +23,14 @@
 
 pub mod capture;
 pub mod chain;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod error;
 pub mod packet;
+pub mod progress;
 pub mod report;
 pub mod run;
+pub mod signals;
 pub mod sink;
 pub mod source;
 pub mod stage;
@@ -37,6 +41,7 @@ pub use error::{clip_long_words, display_path, Error, ErrorKind, ExitCode, Resul
 pub use packet::Frame;
 pub use report::{Drops, Report, Truncated};
 pub use run::{run, Consumer, Control, Flow, Progress, Source};
+pub use sink::fleet::{Fleet, FleetOptions};
 pub use sink::summary::{
     for_each_summary, read_summaries, summary_files, Archive, SummaryFormat, SummarySink,
     SummaryTee, SummaryWriter,
@@ -53,6 +58,6 @@ pub use source::synth::SynthSource;
 pub use source::trace::{TraceSource, Window};
 pub use stage::census::{Census, FileStats};
 pub use stage::filter::{load_rules, Reloader, RuleSetHits};
-pub use stage::ipsec::{load_sa, Direction, IpsecCounts, IpsecRun};
+pub use stage::ipsec::{load_sa, write_esp_sa, Direction, IpsecCounts, IpsecRun};
 pub use stage::profile::{ProfileCounts, ProfileStage};
 pub use stage::Stages;

@@ -28,7 +28,7 @@ pub const FONT_FAMILY: &str = "sans-serif";
 /// again is harmless.
 pub fn register_font() -> Result<()> {
     plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, dejavu::sans::regular())
-        .map_err(|_| Error::Input("the embedded DejaVu Sans is not a usable font".into()))
+        .map_err(|_| Error::input("the embedded DejaVu Sans is not a usable font"))
 }
 
 /// What a chart file is drawn as, by its extension.
@@ -48,9 +48,9 @@ impl ImageKind {
         match ext.as_deref() {
             Some("svg") => Ok(ImageKind::Svg),
             Some("png") => Ok(ImageKind::Png),
-            _ => Err(Error::Usage(format!(
+            _ => Err(Error::usage(format!(
                 "{}: unknown plot type (expected .svg or .png)",
-                crate::display_path(path)
+                outcome::display_path(path)
             ))),
         }
     }
@@ -121,10 +121,7 @@ pub trait Chart {
     fn draw_file(&self, path: &Path) -> Result<()> {
         let kind = ImageKind::of(path)?;
         register_font()?;
-        let fail = |e: String| Error::Output {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(e),
-        };
+        let fail = |e: String| Error::writing(path, std::io::Error::other(e));
         match kind {
             ImageKind::Svg => self
                 .draw_on(SVGBackend::new(path, self.size()).into_drawing_area())
@@ -140,7 +137,7 @@ pub trait Chart {
         register_font()?;
         let mut svg = String::new();
         self.draw_on(SVGBackend::with_string(&mut svg, self.size()).into_drawing_area())
-            .map_err(|e| Error::Input(format!("drawing the chart: {e}")))?;
+            .map_err(|e| Error::input(format!("drawing the chart: {e}")))?;
         Ok(svg)
     }
 }
@@ -455,7 +452,7 @@ mod tests {
     fn only_svg_and_png_are_known() {
         assert_eq!(ImageKind::of(Path::new("a.svg")).unwrap(), ImageKind::Svg);
         let e = ImageKind::of(Path::new("x.gif")).unwrap_err();
-        assert!(matches!(e, Error::Usage(_)), "{e}");
+        assert_eq!(e.kind, outcome::ErrorKind::Usage, "{e}");
         assert!(e.to_string().contains("expected .svg or .png"), "{e}");
         assert!(ImageKind::of(Path::new("noext")).is_err());
     }

@@ -22,6 +22,7 @@ use crate::{Error, Result};
 
 /// How summaries are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Style {
     /// Stacked areas of bits/s and packets/s side by side, as agurim draws
     /// them; what no top aggregate holds is the `other` band.
@@ -44,9 +45,9 @@ pub struct SummaryPlot {
 /// chart inline). A time series needs two summaries or more.
 pub fn plot_summaries(mut summaries: Vec<Summary>, plot: &SummaryPlot, out: &Path) -> Result<()> {
     match summaries.as_slice() {
-        [] => return Err(Error::Usage("no summaries to plot".into())),
+        [] => return Err(Error::usage("no summaries to plot")),
         [one] => {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "one summary ({} to {}): a time series needs two or more (profile with -i to have one per \
                  interval); `kansoku profile --merge FILE` prints its aggregates",
                 format_time(one.start_ns),
@@ -65,7 +66,7 @@ pub fn plot_summaries(mut summaries: Vec<Summary>, plot: &SummaryPlot, out: &Pat
         return stacked(plot, summaries, out, &ext);
     }
     let (series, unit) =
-        top_series(&mut summaries, kind, plot.top).map_err(|e| Error::Input(e.to_string()))?;
+        top_series(&mut summaries, kind, plot.top).map_err(|e| Error::input(e.to_string()))?;
     let title = format!("{} ({unit})", kind.name());
     let axis = TimeAxis::of(&series);
     let label = |u: &f64| axis.label(*u);
@@ -89,10 +90,7 @@ fn write_chart(
 ) -> Result<()> {
     if ext == "html" {
         let page = html(&c.to_svg()?, rows, summaries, kind, title);
-        std::fs::write(out, page).map_err(|source| Error::Output {
-            path: out.to_path_buf(),
-            source,
-        })
+        std::fs::write(out, page).map_err(|e| Error::writing(out, e))
     } else {
         c.draw_file(out)
     }
@@ -129,7 +127,7 @@ fn stacked(plot: &SummaryPlot, summaries: Vec<Summary>, out: &Path, ext: &str) -
         .map_or(1.0, |s| s.threshold)
         .clamp(0.1, 100.0);
     let src = webview::MemorySource::new(summaries.clone());
-    let cat = webview::DataSource::catalog(&src).map_err(|e| Error::Input(e.to_string()))?;
+    let cat = webview::DataSource::catalog(&src).map_err(|e| Error::input(e.to_string()))?;
     let q = webview::Query {
         view,
         from: Some(cat.first_ns / 1_000_000_000),
@@ -145,8 +143,8 @@ fn stacked(plot: &SummaryPlot, summaries: Vec<Summary>, out: &Path, ext: &str) -
         probes: Vec::new(),
     };
     let a = webview::answer(&src, &cat, &q).map_err(|e| match e {
-        webview::view::ViewError::Bad(b) => Error::Usage(b.0),
-        webview::view::ViewError::Source(s) => Error::Input(s.0),
+        webview::view::ViewError::Bad(b) => Error::usage(b.0),
+        webview::view::ViewError::Source(s) => Error::input(s.0),
     })?;
     let mut top: Vec<&webview::view::Aggregate> =
         a.aggregates.iter().filter(|g| !g.catch_all).collect();

@@ -17,6 +17,9 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
+
 use core::fmt;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
@@ -52,7 +55,7 @@ pub enum PayloadPattern {
     Fixed(u8),
     /// Fresh random bytes in every packet.
     Random,
-    /// Paper 000's worm-like packet; ignores size and protocol settings.
+    /// Shimizu et al. 2006's worm-like packet; ignores size and protocol settings.
     Worm,
 }
 
@@ -103,6 +106,7 @@ pub fn parse_prefix(s: &str, flag: &str) -> Result<(IpAddr, u8), String> {
 
 /// Which transport protocol frames carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum ProtoMix {
     Tcp,
     Udp,
@@ -114,8 +118,11 @@ pub enum ProtoMix {
 
 /// Which IP version frames carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum IpVersion {
+    #[cfg_attr(feature = "cli", value(name = "4"))]
     V4,
+    #[cfg_attr(feature = "cli", value(name = "6"))]
     V6,
     /// Half each, drawn from the seeded generator.
     Mix,

@@ -4,8 +4,8 @@
 //! (never splitting a record) the block becomes a *chunk*: it is compressed,
 //! written to the sink in one `write`, and then described by one entry in
 //! the sidecar seek index ([`crate::index`]), whose entries are written in
-//! batches, at every [`TraceWriter::flush_block`] and at the end. Paper 000
-//! found that compressing blocks of packets, not single packets, is what
+//! batches, at every [`TraceWriter::flush_block`] and at the end. Shimizu et
+//! al. 2006 found that compressing blocks of packets, not single packets, is what
 //! makes compression pay.
 //!
 //! Crash safety follows from that order: the file only ever grows by whole
@@ -43,6 +43,7 @@ use crate::record::{Interface, Packet, PacketKind, Record, Section, TsResolution
 
 /// The trace format inside the compression.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum OutputFormat {
     /// Classic pcap, little-endian, version 2.4.
     #[default]
@@ -242,6 +243,7 @@ pub const DEFAULT_WRITE_BYTES: usize = 1 << 20;
 
 /// When the writer runs the compressor.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum CompressWhen {
     /// On every chunk (a chunk that does not shrink is still stored raw).
     #[default]

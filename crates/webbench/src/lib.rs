@@ -22,6 +22,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod host;
 pub mod http1;
 pub mod http2;

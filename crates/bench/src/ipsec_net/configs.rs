@@ -6,7 +6,7 @@
 
 use pipeline::{Error, Result};
 
-use crate::netperf::{Outcome, Test};
+use crate::ipsec_net::netperf::{Outcome, Test};
 
 const K20A: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
 const K20B: &str = "0x1112131415161718191a1b1c1d1e1f2021222324";

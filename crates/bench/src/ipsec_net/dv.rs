@@ -11,8 +11,8 @@ use plot::Series;
 use serde_json::json;
 
 use crate::args::BenchIpsecArgs;
-use crate::netperf::Test;
-use crate::table::{self, Align};
+use crate::harness::table::{self, Align};
+use crate::ipsec_net::netperf::Test;
 
 use super::report::draw;
 use super::{choose, dv_configs, link_rate, measure};

@@ -10,7 +10,7 @@
 //!
 //! Each namespace plays one of the paper's hosts: its gateway (`kansoku
 //! ipsec gateway`, a child process pinned with taskset) and its end of the
-//! test (a thread of this process, [`crate::netperf`]) share one core, as
+//! test (a thread of this process, [`crate::ipsec_net::netperf`]) share one core, as
 //! the kernel's IPsec and netperf shared the host's one CPU. The gateway
 //! runs at nice -10, the test ends at 0: the kernel's IPsec work runs
 //! before the process that caused it, so a sender that outruns it waits
@@ -49,12 +49,14 @@
 //! Everything made is removed when the bench ends, however it ends: the
 //! namespaces (with the veth pair, the TUN devices and the qdiscs in
 //! them) by their drop guards, the gateways and boringtun by
-//! [`Peer`](crate::peers::Peer)'s.
+//! [`Peer`](crate::harness::peers::Peer)'s.
 //!
 //! `configs` says what is compared, `testbed` builds the namespaces and
 //! runs the carriers, `report` writes the tables and charts of `--part
 //! link`, and `dv` is `--part dv`; this module runs the `--part link`
 //! matrix and checks its results against the paper's ordering.
+
+pub mod netperf;
 
 mod configs;
 mod dv;
@@ -71,7 +73,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::args::BenchIpsecArgs;
-use crate::netperf::{self, Endpoints, Outcome, Side, Test};
+use netperf::{Endpoints, Outcome, Side, Test};
 
 pub use configs::{
     dv_configs, figure, link_configs, link_tests, paper_figure, parse_rate, Carrier, Config,

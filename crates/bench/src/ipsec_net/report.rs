@@ -7,8 +7,8 @@ use std::path::Path;
 use pipeline::{Error, Result};
 use plot::{Chart, LineChart, Series};
 
-use crate::netperf::Test;
-use crate::table::{self, Align};
+use crate::harness::table::{self, Align};
+use crate::ipsec_net::netperf::Test;
 
 use super::{figure, find, paper_figure, Row};
 
@@ -203,5 +203,4 @@ pub(super) fn draw(
         series: series.to_vec(),
     }
     .draw_file(file)
-    .map_err(crate::chart_error)
 }

@@ -16,7 +16,7 @@ use capture::netns::{wait_ping, Namespace, VethEnd, VethPair};
 use pipeline::{Error, Result};
 use serde_json::Value;
 
-use crate::peers::{self, Peer};
+use crate::harness::peers::{self, Peer};
 
 use super::{Carrier, Config};
 

@@ -3,8 +3,6 @@
 
 mod analysis;
 mod ipsec;
-mod live;
-mod output;
 mod web;
 
 use std::path::PathBuf;
@@ -13,8 +11,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use analysis::*;
 pub use ipsec::*;
-pub use live::*;
-pub use output::*;
+pub use pipeline::cli::{
+    CaptureArgs, GenerateArgs, OutputArgs, ProfileArgs, StoreAction, StoreArgs, SummaryFormatArg,
+    VerifyArgs,
+};
+pub use synth::cli::PatternArgs;
 pub use web::*;
 
 /// kansoku (観測): capture, store, filter and profile network traffic.
@@ -23,16 +24,6 @@ pub use web::*;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Whether reads check an indexed trace's chunks: on the commands that read
-/// traces, and only there.
-#[derive(Debug, Args)]
-pub struct VerifyArgs {
-    /// Do not check the chunks of an indexed trace against the checksums in its index (faster reads; corrupt
-    /// data then goes unnoticed where the codec itself does not catch it).
-    #[arg(long)]
-    pub no_verify: bool,
 }
 
 impl Command {
@@ -96,7 +87,7 @@ pub enum Command {
     Delay(DelayArgs),
     /// Benchmark a web server as real clients load it: many source addresses, each with its own round trip
     /// (--delay), closed or open model, per-request times, latency percentiles without coordinated omission.
-    Webbench(WebbenchArgs),
+    Webbench(webbench::cli::WebbenchArgs),
     /// Print a completion script for a shell: `kansoku completions bash > /etc/bash_completion.d/kansoku`.
     Completions(CompletionsArgs),
     /// Print kansoku's manual page (roff), generated from these definitions: `kansoku man > kansoku.1`.

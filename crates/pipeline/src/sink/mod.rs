@@ -9,6 +9,7 @@
 //!
 //! Packet sinks implement [`PacketSink`].
 
+pub mod fleet;
 pub mod lines;
 pub mod summary;
 pub mod trace;
@@ -18,6 +19,8 @@ use ::trace::Record;
 
 use crate::error::Result;
 use crate::packet::Frame;
+use lines::Printer;
+use trace::{SinkSummary, TraceSink};
 
 /// Takes the packets a pipeline keeps (or rejects).
 pub trait PacketSink {
@@ -82,5 +85,51 @@ impl<S: PacketSink + ?Sized> PacketSink for Box<S> {
 
     fn idle(&mut self) -> Result<()> {
         (**self).idle()
+    }
+}
+
+/// Where a reading command's packets go: printed, or written to a trace.
+pub enum PrintOrTrace {
+    Print(Printer),
+    Trace(TraceSink),
+}
+
+impl PacketSink for PrintOrTrace {
+    fn record(&mut self, rec: &Record<'_>) -> Result<()> {
+        match self {
+            PrintOrTrace::Print(p) => p.record(rec),
+            PrintOrTrace::Trace(t) => t.record(rec),
+        }
+    }
+
+    fn frame(&mut self, f: &Frame<'_>) -> Result<()> {
+        match self {
+            PrintOrTrace::Print(p) => p.frame(f),
+            PrintOrTrace::Trace(t) => t.frame(f),
+        }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        match self {
+            PrintOrTrace::Print(p) => p.flush(),
+            PrintOrTrace::Trace(_) => Ok(()),
+        }
+    }
+
+    fn idle(&mut self) -> Result<()> {
+        match self {
+            PrintOrTrace::Print(p) => p.idle(),
+            PrintOrTrace::Trace(t) => t.idle(),
+        }
+    }
+}
+
+impl PrintOrTrace {
+    /// Flushes the lines or closes the trace; for a trace, what it holds.
+    pub fn close(self) -> Result<Option<SinkSummary>> {
+        match self {
+            PrintOrTrace::Print(mut p) => PacketSink::flush(&mut p).map(|_| None),
+            PrintOrTrace::Trace(t) => t.finish().map(Some),
+        }
     }
 }

@@ -358,7 +358,7 @@ impl SinkSummary {
             ));
         }
         if self.compressed_in > 0 && self.write_ns > 0 {
-            // Paper 000's condition, on the run's figures.
+            // Shimizu et al. 2006's condition, on the run's figures.
             let need = if self.compress_ratio < 1.0 {
                 format!("{:.0} MB/s", self.write_mb_s / (1.0 - self.compress_ratio))
             } else {

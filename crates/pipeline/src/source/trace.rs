@@ -14,7 +14,7 @@ use trace::window::{open_window_with, WindowStats};
 use trace::Record;
 
 use crate::error::{display_path, Error, Result};
-use crate::report::{Report, Truncated};
+use crate::report::Report;
 use crate::run::Source;
 
 /// Packets at or after `since` and before `until`, nanoseconds since the epoch.
@@ -268,7 +268,7 @@ impl Source for TraceSource {
         report.packets += self.packets;
         report.bytes += self.bytes;
         if let Some(t) = self.reader.truncation() {
-            report.truncation = Some(Truncated::of_trace(&self.name, t));
+            report.truncation = Some(crate::report::truncated(&self.name, t));
         }
         for c in self.reader.corruptions() {
             report.problems.push(format!("{}: {c}", self.name));

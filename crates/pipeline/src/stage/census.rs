@@ -2,6 +2,7 @@
 //! `kansoku stats`, counted record by record.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
@@ -66,6 +67,69 @@ pub struct Census {
     s: FileStats,
     /// Index in `s.interfaces` of the current section's interface 0.
     iface_base: usize,
+}
+
+impl fmt::Display for FileStats {
+    /// The figures as `kansoku stats` prints them, a line each.
+    fn fmt(&self, o: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self;
+        writeln!(o, "{}", s.file)?;
+        writeln!(o, "  format:       {}, compression: {}", s.format, s.codec)?;
+        if let Some(fb) = s.file_bytes {
+            write!(
+                o,
+                "  size:         {fb} bytes on disk, {} decompressed",
+                s.decompressed_bytes
+            )?;
+            if let Some(r) = s.compression_ratio {
+                write!(o, " (ratio {r:.3}, {:.2}x)", 1.0 / r.max(f64::MIN_POSITIVE))?;
+            }
+            writeln!(o)?;
+        }
+        if let Some(i) = &s.index {
+            writeln!(
+                o,
+                "  blocks:       {} chunks, {} of {} packet chunks stored raw ({:.1}%)",
+                i.chunks,
+                i.raw_chunks,
+                i.packet_chunks,
+                i.raw_share * 100.0
+            )?;
+        }
+        writeln!(
+            o,
+            "  packets:      {} ({} bytes captured, {} on the wire, {} cut by snaplen)",
+            s.packets, s.captured_bytes, s.wire_bytes, s.snapped_packets
+        )?;
+        if let (Some(f), Some(l)) = (&s.first, &s.last) {
+            writeln!(o, "  time:         {f} .. {l} ({:.3} s)", s.duration_s)?;
+        }
+        writeln!(o, "  sections:     {}", s.sections)?;
+        for i in &s.interfaces {
+            writeln!(
+                o,
+                "  interface {}.{}: {} snaplen {}: {} packets, {} bytes",
+                i.section, i.id, i.link_type, i.snaplen, i.packets, i.bytes
+            )?;
+        }
+        if !s.protocols.is_empty() {
+            let mix: Vec<String> = s
+                .protocols
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{k} {v} ({:.1}%)",
+                        *v as f64 * 100.0 / s.packets.max(1) as f64
+                    )
+                })
+                .collect();
+            writeln!(o, "  protocols:    {}", mix.join(", "))?;
+        }
+        if s.other_blocks > 0 {
+            writeln!(o, "  other blocks: {}", s.other_blocks)?;
+        }
+        Ok(())
+    }
 }
 
 impl Consumer<TraceSource> for Census {

@@ -10,10 +10,11 @@
 //! reason. A packet the capture cut short (captured < on the wire) cannot be
 //! protected or checked, and is refused as `snapped`.
 
-use ipsec::{Engine, Inbound, Outbound, Reject};
+use ipsec::{Engine, Inbound, Outbound, Protocol, Reject, SaState};
 use trace::Record;
 use wire::{slice, LinkType};
 
+use std::fmt;
 use std::path::Path;
 
 use crate::error::{display_path, Error, Result};
@@ -188,4 +189,201 @@ impl<S: PacketSink> Consumer<TraceSource> for IpsecRun<S> {
         }
         Ok(Flow::Continue)
     }
+}
+
+/// What a run did, as `kansoku ipsec encap|decap` prints it: text through
+/// `Display`, one JSON object through [`RunReport::json`]. Keys never
+/// appear in either.
+pub struct RunReport<'a> {
+    engine: &'a Engine,
+    direction: Direction,
+    counts: IpsecCounts,
+}
+
+impl<S> IpsecRun<S> {
+    /// The run's report so far.
+    pub fn report(&self) -> RunReport<'_> {
+        RunReport {
+            engine: &self.engine,
+            direction: self.direction,
+            counts: self.counts,
+        }
+    }
+}
+
+/// An SA as one line: protocol, SPI, addresses, mode and algorithms.
+fn sa_label(s: &SaState) -> String {
+    let sa = s.sa();
+    let algs: Vec<&str> = sa
+        .enc
+        .iter()
+        .map(|(e, _)| e.name())
+        .chain(sa.auth.iter().map(|(a, _)| a.name()))
+        .collect();
+    format!(
+        "{} {:#010x} {} > {} {} {}",
+        sa.protocol,
+        sa.spi,
+        sa.src,
+        sa.dst,
+        mode_name(sa.mode),
+        algs.join("+")
+    )
+}
+
+fn mode_name(mode: ipsec::Mode) -> &'static str {
+    match mode {
+        ipsec::Mode::Transport => "transport",
+        ipsec::Mode::Tunnel => "tunnel",
+    }
+}
+
+fn sa_json(s: &SaState) -> serde_json::Value {
+    let sa = s.sa();
+    let c = s.counters();
+    let (sent, seen) = s.sequence();
+    serde_json::json!({
+        "protocol": match sa.protocol { Protocol::Esp => "esp", Protocol::Ah => "ah" },
+        "spi": format!("{:#010x}", sa.spi),
+        "src": sa.src.to_string(),
+        "dst": sa.dst.to_string(),
+        "mode": mode_name(sa.mode),
+        "enc": sa.enc.as_ref().map(|(e, _)| e.name()),
+        "auth": sa.auth.as_ref().map(|(a, _)| a.name()),
+        "line": sa.line,
+        "packets": c.packets,
+        "bytes": c.bytes,
+        "replay_window": c.replay_window,
+        "replay": c.replay,
+        "integrity_failed": c.integrity_failed,
+        "padding_failed": c.padding_failed,
+        "malformed": c.malformed,
+        "expired": c.expired,
+        "seq_overflow": c.seq_overflow,
+        "seq_sent": sent,
+        "seq_highest_accepted": seen,
+        "soft_lifetime_passed": s.soft_expired(),
+    })
+}
+
+impl RunReport<'_> {
+    /// The engine's refusals by reason, those that happened.
+    fn reasons(&self) -> Vec<(Reject, u64)> {
+        self.engine.rejects().filter(|(_, n)| *n > 0).collect()
+    }
+
+    /// The report as one JSON object.
+    pub fn json(&self) -> serde_json::Value {
+        let c = self.counts;
+        let t = self.engine.totals();
+        let mut r = serde_json::Map::new();
+        for (k, n) in self.reasons() {
+            r.insert(k.name().into(), n.into());
+        }
+        if c.snapped > 0 {
+            r.insert("snapped".into(), c.snapped.into());
+        }
+        if c.link_refused > 0 {
+            r.insert("link".into(), c.link_refused.into());
+        }
+        serde_json::json!({
+            "direction": match self.direction {
+                Direction::Encap => "encap",
+                Direction::Decap => "decap",
+            },
+            "packets": c.packets,
+            "transformed": c.transformed,
+            "passed": c.passed,
+            "not_ip": c.not_ip,
+            "held": c.held,
+            "reassembled": t.reassembled,
+            "fragments_timed_out": t.fragments_timed_out,
+            "fragments_waiting": self.engine.fragments_waiting(),
+            "udp_not_esp": t.udp_not_esp,
+            "rejected": c.rejected + c.snapped + c.link_refused,
+            "reasons": r,
+            "sas": self.engine.sas().iter().map(sa_json).collect::<Vec<_>>(),
+        })
+    }
+}
+
+impl fmt::Display for RunReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = self.counts;
+        let t = self.engine.totals();
+        let (verb, passed) = match self.direction {
+            Direction::Encap => (
+                "protected",
+                "not covered by a policy or SA, written as they were",
+            ),
+            Direction::Decap => ("decapsulated", "not IPsec, written as they were"),
+        };
+        writeln!(
+            f,
+            "{} packets: {} {verb}, {} {passed}",
+            c.packets, c.transformed, c.passed
+        )?;
+        if c.not_ip > 0 {
+            writeln!(f, "{} not IP, written as they were", c.not_ip)?;
+        }
+        if c.held > 0 || t.reassembled > 0 {
+            writeln!(
+                f,
+                "{} fragments held, {} datagrams reassembled, {} timed out, {} still waiting",
+                c.held,
+                t.reassembled,
+                t.fragments_timed_out,
+                self.engine.fragments_waiting()
+            )?;
+        }
+        let refused = c.rejected + c.snapped + c.link_refused;
+        if refused > 0 {
+            let mut parts: Vec<String> = self
+                .reasons()
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            if c.snapped > 0 {
+                parts.push(format!("snapped {}", c.snapped));
+            }
+            if c.link_refused > 0 {
+                parts.push(format!("link {}", c.link_refused));
+            }
+            writeln!(f, "{refused} refused: {}", parts.join(", "))?;
+        }
+        for s in self.engine.sas() {
+            let k = s.counters();
+            writeln!(
+                f,
+                "  {}: {} packets, {} bytes; replay {}, too old {}, integrity {}, padding {}, expired {}",
+                sa_label(s),
+                k.packets,
+                k.bytes,
+                k.replay,
+                k.replay_window,
+                k.integrity_failed,
+                k.padding_failed,
+                k.expired
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes Wireshark's `esp_sa` table for the file's SAs (copy it into a
+/// Wireshark profile, or point `-o uat:esp_sa:...` at its rows); an SA
+/// Wireshark 4.0 cannot decrypt is named in a comment and on stderr.
+pub fn write_esp_sa(path: &Path, cfg: &ipsec::Config) -> Result<()> {
+    for sa in &cfg.sas {
+        if let Some(why) = ipsec::esp_sa_unwritable(sa) {
+            eprintln!(
+                "kansoku: {}: SA {} {:#x} (line {}) not in the table: {why}",
+                display_path(path),
+                sa.protocol,
+                sa.spi,
+                sa.line
+            );
+        }
+    }
+    std::fs::write(path, ipsec::write_esp_sa(&cfg.sas)).map_err(|e| Error::writing(path, e))
 }

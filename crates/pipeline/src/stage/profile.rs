@@ -165,6 +165,44 @@ impl ProfileStage {
     }
 }
 
+/// The flow table's seed for a trace file: a hash of its length and its
+/// first 64 KiB, so that the same file gives the same summaries on every
+/// run (see [`ProfilerConfig::table_seed`]); `None` (a random seed) for
+/// standard input, a pipe or device, or a file that cannot be read
+/// (opening it says why).
+pub fn file_seed(path: &std::path::Path) -> Option<u64> {
+    use std::hash::Hasher;
+    use std::io::Read;
+    if path.as_os_str() == "-" {
+        return None;
+    }
+    // Only a regular file: a pipe's first bytes, read here, would be
+    // lost to the profile.
+    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+    let len = meta.len();
+    let f = std::fs::File::open(path).ok()?;
+    let mut head = Vec::with_capacity(64 << 10);
+    f.take(64 << 10).read_to_end(&mut head).ok()?;
+    // SipHash with its fixed keys: the same on every run.
+    let mut h = std::hash::DefaultHasher::new();
+    h.write_u64(len);
+    h.write(&head);
+    Some(h.finish())
+}
+
+/// Whether `profile -r` counts on a thread of its own
+/// ([`ProfilerConfig::tree_thread`]), given whether the file is read on two
+/// threads (`split`) and the 2-D view's size.
+///
+/// A split read keeps both CPUs busy reading already, and a third busy
+/// thread did worse than counting on the reading thread, except with the
+/// 2-D view, which doubles what is counted for each flow
+/// (bench/profile-throughput.md has the figures and the `perf sched`
+/// reading behind this).
+pub fn tree_thread(split: bool, pairs: usize) -> bool {
+    !split || pairs > 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,7 +152,7 @@ impl Economy {
         }
     }
 
-    /// Paper 000's condition, `T_c > T_d / (1 - r)`, on the figures so far,
+    /// Shimizu et al. 2006's condition, `T_c > T_d / (1 - r)`, on the figures so far,
     /// or a ratio of at most [`ALWAYS_WORTH`]; true until both speeds have
     /// been measured.
     pub fn pays(&self) -> bool {

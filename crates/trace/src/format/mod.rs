@@ -14,6 +14,7 @@ pub mod pcapng;
 /// The compression around a trace file, detected by magic on input and chosen
 /// by the user on output.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Codec {
     /// Plain pcap or pcapng bytes.
     #[default]

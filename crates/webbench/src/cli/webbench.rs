@@ -1,25 +1,113 @@
-//! `kansoku webbench`: the command-line side of the `webbench` crate (and
-//! of `delay`, whose line it runs under the clients when `--delay` is
-//! given). A URL that cannot be reached is an input error (exit 2) before
-//! any load; failed requests during the run are results, counted by class
-//! (a certificate the client rejects among them: `tls` errors, exit 0, as
-//! a refused connection); an invalid delay line (a packet dropped or
-//! undelayed) exits 1.
+//! `kansoku webbench`: HTTP load from many client addresses. A URL that
+//! cannot be reached is an input error (exit 2) before any load; failed
+//! requests during the run are results, counted by class (a certificate the
+//! client rejects among them: `tls` errors, exit 0, as a refused
+//! connection); an invalid delay line (a packet dropped or undelayed) exits
+//! 1.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::{IpAddr, TcpStream};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Args;
 use delay::{DelayConfig, DelayReport, Profile, Running};
-use pipeline::{display_path, Error, Report};
+use outcome::{display_path, Error, Report, Result};
 use serde::Serialize;
-use webbench::session::{describe, SessionPlan, SessionResult};
-use webbench::{report, Model, Plan, Record, Results, Target, TlsOptions, Verify};
 
-use crate::args::WebbenchArgs;
-use crate::signals;
+use super::{clients, series_interval, tls_version, Clients};
+use crate::session::{describe, SessionPlan, SessionResult};
+use crate::{report, Model, Plan, Record, Results, Target, TlsOptions, TlsVersions, Verify};
+
+/// `kansoku webbench`: HTTP load from many client addresses.
+#[derive(Debug, Args)]
+pub struct WebbenchArgs {
+    /// The page to ask for (`http://` or `https://HOST[:PORT]/PATH`).
+    pub url: String,
+    /// Closed model: this many connections, each asking again when answered (default 10 without --rate); a
+    /// comma-separated list runs a sweep, one step per count (e.g. 1,10,50,100,200,500,800,900,1000), each -d long.
+    #[arg(short = 'c', long, value_name = "N[,N...]", conflicts_with = "rate", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub connections: Option<Vec<u64>>,
+    /// Idle time between a sweep's steps (the paper: 1m).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = delay::profile::parse_duration)]
+    pub cooldown: Duration,
+    /// Open model: start this many requests a second, answered or not; latency counts from the scheduled time.
+    #[arg(long, value_name = "PER_SECOND", value_parser = crate::load::parse_rate)]
+    pub rate: Option<f64>,
+    /// Open model: exponential gaps between requests (Poisson arrivals) instead of even ones.
+    #[arg(long, requires = "rate")]
+    pub poisson: bool,
+    /// Stop starting requests after this long (default 10s unless --requests).
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = delay::profile::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Stop after this many requests.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub requests: Option<u64>,
+    /// Keep connections open between requests; default: one connection per request, closed by the server
+    /// (HTTP/2: by the client, once its one stream is answered).
+    #[arg(long)]
+    pub keep_alive: bool,
+    /// HTTP/2: over TLS with ALPN h2 for https://, with prior knowledge (h2c) for http://. Each request a stream.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2 with --keep-alive: streams in flight on a connection at most (h2load's -m).
+    #[arg(long, value_name = "M", requires = "http2", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub streams: Option<u64>,
+    /// https: only this TLS version (1.2 or 1.3); by default both are offered and the server chooses.
+    #[arg(long, value_name = "VERSION", value_parser = tls_version)]
+    pub tls_version: Option<TlsVersions>,
+    /// https: accept any certificate (a self-signed test server); the handshake's signatures are still checked.
+    #[arg(short = 'k', long, conflicts_with = "cacert")]
+    pub insecure: bool,
+    /// https: trust the CA certificates in this PEM file instead of Mozilla's roots (webpki-roots).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
+    /// Client source addresses, used round-robin: a count (that many from 127.0.0.2), a range A-B, or a list.
+    #[arg(long, value_name = "LIST", value_parser = clients)]
+    pub clients: Option<Clients>,
+    /// Give each client its own round trip on real packets (a delay line, root): const:48ms,
+    /// lognormal:median=48ms,sigma=1, cdf:FILE. Client i of N gets the (i + 1/2) / N quantile.
+    #[arg(long, value_name = "PROFILE")]
+    pub delay: Option<String>,
+    /// Packets the delay line's queue holds at most.
+    #[arg(long, value_name = "PACKETS", default_value_t = 65_536)]
+    pub queue_len: u32,
+    /// Event-loop threads (default: the cores).
+    #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub threads: Option<u64>,
+    /// Longest a connect, or a wait for an answer, may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = delay::profile::parse_duration)]
+    pub timeout: Duration,
+    /// Write every request's times (microseconds from the start) to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    pub records: Option<std::path::PathBuf>,
+    /// Watch the server from its packets on this interface (root; its namespace's lo, or the interface its
+    /// packets cross), as the paper's ENMA did: connections in progress from SYN to close or reset, arrivals,
+    /// resets, TIME_WAIT, handshake round trips per client.
+    #[arg(long, value_name = "INTERFACE")]
+    pub observe: Option<String>,
+    /// The server's time series' interval (with --observe).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = series_interval)]
+    pub interval: Duration,
+    /// Write the server's time series (one row per --interval) to this CSV file (with --observe).
+    #[arg(long, value_name = "FILE", requires = "observe")]
+    pub series: Option<std::path::PathBuf>,
+    /// Write the handshake round trips the server saw as a CDF file (RTT_MS FRACTION, with --observe).
+    #[arg(long, value_name = "FILE", requires = "observe")]
+    pub server_rtts: Option<std::path::PathBuf>,
+    /// Pin the load threads to these CPUs (thread i to the i-th, round-robin), e.g. 1 or 0,1.
+    #[arg(long, value_name = "CPU[,CPU...]", value_delimiter = ',')]
+    pub cpus: Option<Vec<usize>>,
+    /// Pin the delay line's thread to this CPU.
+    #[arg(long, value_name = "CPU", requires = "delay")]
+    pub delay_cpu: Option<usize>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 #[derive(Serialize)]
 struct Output<'a> {
@@ -34,7 +122,9 @@ struct Output<'a> {
     session: &'a SessionResult,
 }
 
-pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
+/// Runs `kansoku webbench`: the load (a sweep of steps, or one), behind a
+/// delay line if asked, until done or `stop`; prints the results.
+pub fn run_webbench(args: &WebbenchArgs, stop: Arc<AtomicBool>) -> Result<Report> {
     let target = Target::parse(&args.url).map_err(Error::input)?;
     if !target.https && (args.tls_version.is_some() || args.insecure || args.cacert.is_some()) {
         return Err(Error::usage(
@@ -51,7 +141,7 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
         versions: args.tls_version.unwrap_or_default(),
         verify: match (&args.cacert, args.insecure) {
             (Some(path), _) => {
-                Verify::Roots(webbench::tls::load_pem_certificates(path).map_err(Error::input)?)
+                Verify::Roots(crate::tls::load_pem_certificates(path).map_err(Error::input)?)
             }
             (None, true) => Verify::Insecure,
             (None, false) => Verify::WebPkiRoots,
@@ -147,7 +237,7 @@ pub fn run(args: &WebbenchArgs) -> pipeline::Result<Report> {
         interval: args.interval,
         rtts,
     };
-    let session = webbench::run_session(&session, signals::stop_shared());
+    let session = crate::run_session(&session, stop);
     let delay = line.map(Running::stop);
     let session = session.map_err(|e| Error::input(format!("webbench: {e}")))?;
     let Some(results) = session.steps.first().map(|s| &s.results) else {

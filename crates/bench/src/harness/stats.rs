@@ -26,7 +26,7 @@ pub fn mb_per_s(bytes: u64, secs: f64) -> f64 {
     }
 }
 
-/// Paper 000 eq. (2): compressing before writing pays when the compressor's
+/// Shimizu et al. 2006, eq. (2): compressing before writing pays when the compressor's
 /// throughput exceeds `T_d / (1 - r)` for disk throughput `T_d` and average
 /// compression ratio `r` (0 < r < 1). `None` outside that range.
 pub fn compressor_needed(disk_mb_s: f64, ratio: f64) -> Option<f64> {
@@ -52,7 +52,7 @@ mod tests {
 
     #[test]
     fn paper_condition_matches_its_example() {
-        // Paper 000 §3.2: a 30 MB/s disk and r = 0.5 need a compressor above 60 MB/s.
+        // Shimizu et al. 2006, §3.2: a 30 MB/s disk and r = 0.5 need a compressor above 60 MB/s.
         assert_eq!(compressor_needed(30.0, 0.5), Some(60.0));
         assert_eq!(compressor_needed(30.0, 1.0), None);
     }

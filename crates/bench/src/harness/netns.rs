@@ -10,7 +10,7 @@ use std::process::Command;
 use capture::netns::Namespace;
 use pipeline::{Error, Result};
 
-use crate::peers::{must, run_quiet};
+use crate::harness::peers::{must, run_quiet};
 
 /// The bench's network namespace and veth pair, removed when dropped.
 #[derive(Debug)]

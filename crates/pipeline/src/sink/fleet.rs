@@ -1,21 +1,34 @@
-//! The CLI's glue to the fleet store (the store crate), shared by
-//! `store`, `profile --store`, `capture --profile --store` and
-//! `web --store`: the client from a URL and credentials, error mapping,
-//! the probe name and spool directory, and [`Fleet`], a run's spool and
-//! sender.
+//! Summaries to the fleet store (the `store` crate), for every command that
+//! sends them (`profile --store`, `capture --profile --store`) or reads the
+//! store (`store`, `web --store`): the client from a URL and credentials,
+//! error mapping, the probe name and spool directory, and [`Fleet`], a
+//! run's spool and sender.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use pipeline::{display_path, Error, SummarySink, SummaryTee};
+use crate::capture::StoreCounts;
+use crate::error::{display_path, Error, Result};
+use crate::report::Report;
+use crate::sink::summary::{SummarySink, SummaryTee};
 use store::{Client, Credentials, Sender, Spool, StoreError, StoreUrl};
-
-use crate::args::StoreOpts;
 
 /// How long a run waits at its end for the spool to drain into the store.
 const STORE_GRACE: Duration = Duration::from_secs(10);
+
+/// Where a run's summaries go besides the store: its credentials, its name
+/// as a probe, its spool (each `None` for the default).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FleetOptions<'a> {
+    /// A file whose first line is USER:PASSWORD (else the environment).
+    pub credentials: Option<&'a Path>,
+    /// The probe's name (else this host's).
+    pub probe: Option<&'a str>,
+    /// The spool directory (else ~/.local/state/kansoku/spool).
+    pub spool: Option<&'a Path>,
+}
 
 /// A run's link to the fleet store: every summary goes to the spool, which
 /// a thread sends on; whatever the store cannot take waits there.
@@ -31,11 +44,11 @@ impl Fleet {
     /// Wraps `sink` so that its summaries also go to the store at `url`.
     pub fn start(
         url: &str,
-        o: &StoreOpts,
+        o: &FleetOptions<'_>,
         sink: SummarySink,
-    ) -> pipeline::Result<(Fleet, SummarySink)> {
-        let c = client(url, o.store_credentials.as_deref())?;
-        let probe = o.probe.clone().unwrap_or_else(default_probe);
+    ) -> Result<(Fleet, SummarySink)> {
+        let c = client(url, o.credentials)?;
+        let probe = o.probe.map_or_else(default_probe, str::to_string);
         if !store::valid_name(&probe) {
             return Err(Error::usage(format!(
                 "--probe {probe:?}: letters, digits, _, - and ., at most 64"
@@ -45,7 +58,7 @@ impl Fleet {
         if let Some(e) = &down {
             eprintln!("kansoku: {e}; summaries wait in the spool until it answers");
         }
-        let dir = spool_dir(o.spool.as_deref());
+        let dir = spool_dir(o.spool);
         let spool = Arc::new(Spool::open(&dir).map_err(|e| Error::output(display_path(&dir), &e))?);
         let sender = Sender::start_with(spool.clone(), c, down.is_some());
         let (sp, shown) = (spool.clone(), display_path(&dir));
@@ -91,10 +104,10 @@ impl Fleet {
     }
 
     /// Waits a little for the spool to drain; what was sent and what waits.
-    pub fn finish(self) -> pipeline::StoreCounts {
+    pub fn finish(self) -> StoreCounts {
         let stats = self.sender.stats.clone();
         let waiting = self.sender.finish(&self.spool, STORE_GRACE);
-        pipeline::StoreCounts {
+        StoreCounts {
             sent: stats.sent.load(Ordering::Relaxed),
             waiting,
             spool: display_path(&self.dir),
@@ -104,7 +117,7 @@ impl Fleet {
 
     /// [`finish`](Self::finish), said on standard error; a failure if the
     /// spool could not hold some summaries.
-    pub fn finish_and_say(self, report: &mut pipeline::Report) {
+    pub fn finish_and_say(self, report: &mut Report) {
         let c = self.finish();
         not_spooled(&c, report);
         if c.waiting > 0 {
@@ -119,7 +132,7 @@ impl Fleet {
 }
 
 /// Marks `report` failed (exit 3) when the spool could not hold summaries.
-pub fn not_spooled(c: &pipeline::StoreCounts, report: &mut pipeline::Report) {
+pub fn not_spooled(c: &StoreCounts, report: &mut Report) {
     if c.not_spooled > 0 {
         report.failed(Error::output(
             format!("the spool {}", c.spool),
@@ -141,7 +154,7 @@ pub fn error(e: StoreError) -> Error {
 }
 
 /// The client for `url`, with credentials from the file or the environment.
-pub fn client(url: &str, credentials: Option<&Path>) -> pipeline::Result<Client> {
+pub fn client(url: &str, credentials: Option<&Path>) -> Result<Client> {
     let url = StoreUrl::parse(url).map_err(error)?;
     let creds = Credentials::from_env_or_file(credentials).map_err(error)?;
     Ok(Client::new(url, creds))

@@ -19,7 +19,7 @@ use std::process::Command;
 
 use filter::{AddrMatch, PacketKey, RuleSet};
 
-use crate::peers::which;
+use crate::harness::peers::which;
 
 /// The program.
 pub const PROGRAM: &str = "dpdk-test-acl";

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub struct Progress {
+pub struct TerminalProgress {
     bar: Option<ProgressBar>,
     /// The fleet store's sender, whose counters the line shows.
     store: Option<Arc<store::SendStats>>,
@@ -29,12 +29,12 @@ pub fn store_note(s: &store::SendStats) -> String {
     )
 }
 
-impl Progress {
+impl TerminalProgress {
     /// A bar for reading `total` bytes (None: unknown size, a spinner).
     /// `enabled` lets a caller keep the terminal for its own output.
-    pub fn new(total: Option<u64>, enabled: bool) -> Progress {
+    pub fn new(total: Option<u64>, enabled: bool) -> TerminalProgress {
         if !enabled || !std::io::stderr().is_terminal() {
-            return Progress {
+            return TerminalProgress {
                 bar: None,
                 store: None,
             };
@@ -56,14 +56,14 @@ impl Progress {
                 ),
         };
         bar.enable_steady_tick(Duration::from_millis(250));
-        Progress {
+        TerminalProgress {
             bar: Some(bar),
             store: None,
         }
     }
 
     /// Shows the fleet store's counters too.
-    pub fn with_store(mut self, store: Option<Arc<store::SendStats>>) -> Progress {
+    pub fn with_store(mut self, store: Option<Arc<store::SendStats>>) -> TerminalProgress {
         self.store = store;
         self
     }
@@ -75,7 +75,7 @@ impl Progress {
     }
 }
 
-impl pipeline::Progress for Progress {
+impl crate::run::Progress for TerminalProgress {
     /// Redraws (the pipeline calls it every few thousand items).
     fn tick(&self, packets: u64, position: u64) {
         if let Some(bar) = &self.bar {

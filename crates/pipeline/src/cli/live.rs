@@ -1,11 +1,13 @@
-//! `capture` and `generate`: the commands on a live interface.
+//! The options of the commands on a live interface: `capture` (the ring
+//! source, its lanes and stages) and `generate` (the transmit sink).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
-use super::{OutputArgs, PatternArgs};
+use super::{OutputArgs, StoreOpts, VerifyArgs};
+use synth::cli::PatternArgs;
 
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
@@ -77,7 +79,7 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "URL", requires = "profile")]
     pub store: Option<String>,
     #[command(flatten)]
-    pub store_opts: crate::args::StoreOpts,
+    pub store_opts: StoreOpts,
     /// Spread packets over N rings by flow hash (PACKET_FANOUT), one thread and one output file each:
     /// -w FILE writes FILE.0, FILE.1, ...; statistics are summed. Needs -w FILE; not with -c or --profile.
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -92,7 +94,7 @@ pub struct CaptureArgs {
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
     #[command(flatten)]
-    pub verify: super::VerifyArgs,
+    pub verify: VerifyArgs,
     /// Interface to send on.
     #[arg(short = 'i', value_name = "IFACE")]
     pub interface: String,

@@ -30,7 +30,7 @@ use trace::write::{CompressWhen, TraceWriter, WriteStats, WriterConfig, DEFAULT_
 use trace::{LinkType, Record};
 
 use crate::args::CaptureWorkerArgs;
-use crate::slow_disk::SlowDisk;
+use crate::harness::slow_disk::SlowDisk;
 
 /// A trace file as a pipeline sink, optionally one block per packet.
 pub struct DiskSink<W: Write> {
@@ -97,7 +97,7 @@ impl<W: Write> PacketSink for DiskSink<W> {
 /// seek index; block size, compression threads and when to compress (only
 /// while it pays) as `kansoku capture` picks them.
 fn writer_config(a: &CaptureWorkerArgs) -> WriterConfig {
-    let codec = a.compress.codec();
+    let codec = a.compress;
     WriterConfig {
         codec,
         index: false,
@@ -113,7 +113,7 @@ fn writer_config(a: &CaptureWorkerArgs) -> WriterConfig {
 /// counters to `out`. Drops make the report's exit code 1.
 pub fn run(a: &CaptureWorkerArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
     if let Some(m) = a.disk_mbps {
-        crate::slow_disk::check_mbps(m)?;
+        crate::harness::slow_disk::check_mbps(m)?;
     }
     let cfg = writer_config(a);
     cfg.validate()
@@ -355,22 +355,22 @@ mod tests {
             (
                 OutputFormat::Pcap,
                 Codec::None,
-                include_bytes!("../tests/data/per-packet.pcap"),
+                include_bytes!("../../tests/data/per-packet.pcap"),
             ),
             (
                 OutputFormat::Pcap,
                 Codec::Lz4,
-                include_bytes!("../tests/data/per-packet.pcap.lz4"),
+                include_bytes!("../../tests/data/per-packet.pcap.lz4"),
             ),
             (
                 OutputFormat::Pcapng,
                 Codec::None,
-                include_bytes!("../tests/data/per-packet.pcapng"),
+                include_bytes!("../../tests/data/per-packet.pcapng"),
             ),
             (
                 OutputFormat::Pcapng,
                 Codec::Lz4,
-                include_bytes!("../tests/data/per-packet.pcapng.lz4"),
+                include_bytes!("../../tests/data/per-packet.pcapng.lz4"),
             ),
         ];
         for (format, codec, want) in golden {
@@ -435,8 +435,8 @@ mod tests {
 
     #[test]
     fn worker_captures_in_a_namespace_until_sigint() {
-        use crate::netns::Netns;
-        use crate::peers::{json_u64, must, parse_json, Peer};
+        use crate::harness::netns::Netns;
+        use crate::harness::peers::{json_u64, must, parse_json, Peer};
         use pipeline::{Consumer, Control, Flow, TraceSource};
 
         if !testkit::require_root("capture worker") {

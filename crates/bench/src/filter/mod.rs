@@ -6,6 +6,8 @@
 //! with a ClassBench trace's FIRSTMATCH column: any difference is a problem
 //! in the report (exit code 1).
 
+pub mod dpdk_acl;
+
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -19,8 +21,7 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 
 use crate::args::{BenchFilterArgs, FilterPeer};
-use crate::dpdk_acl;
-use crate::table::{self, Align};
+use crate::harness::table::{self, Align};
 
 /// The CPU clock from /proc/cpuinfo, in GHz, to turn ns into cycles.
 fn cpu_ghz() -> Option<f64> {
@@ -776,7 +777,7 @@ mod tests {
     fn dpdk_is_measured_beside_the_engines() {
         if !testkit::require(
             dpdk_acl::PROGRAM,
-            crate::peers::which(dpdk_acl::PROGRAM).is_some(),
+            crate::harness::peers::which(dpdk_acl::PROGRAM).is_some(),
         ) {
             return;
         }

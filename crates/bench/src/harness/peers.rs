@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use pipeline::{Error, Result};
 
-use crate::slow_disk::SlowDisk;
+use crate::harness::slow_disk::SlowDisk;
 
 /// The first program named `name` on the PATH, or in /usr/sbin or /sbin
 /// (where tcpdump and ip live, and which a user's PATH may lack).
@@ -259,7 +259,7 @@ impl CapturePeer {
     /// to `cpu` when given.
     pub fn command(
         self,
-        ns: &crate::netns::Netns,
+        ns: &crate::harness::netns::Netns,
         cpu: Option<usize>,
         interface: &str,
         file: &Path,

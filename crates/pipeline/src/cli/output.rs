@@ -1,70 +1,26 @@
-//! Where packets are written (`-w` and its options) and the synthetic
-//! traffic pattern (`synth`, `generate`).
+//! What the pipeline reads and writes: `--no-verify` ([`VerifyArgs`]), `-w`
+//! and its settings ([`OutputArgs`]), and the fleet store beside a run's
+//! summaries ([`StoreOpts`]).
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use pipeline::{CompressThreads, Error, TraceSettings, TraceSink};
 use trace::format::Codec;
 use trace::rotate::RotateConfig;
 use trace::write::{CompressWhen, OutputFormat, WriterConfig};
 
-/// The synthetic traffic pattern shared by `synth` and `generate`.
+use crate::error::Error;
+use crate::sink::fleet::FleetOptions;
+use crate::sink::trace::{CompressThreads, TraceSettings, TraceSink};
+
+/// Whether reads check an indexed trace's chunks: on the commands that read
+/// traces, and only there.
 #[derive(Debug, Args)]
-pub struct PatternArgs {
-    /// Frame size in bytes (64–1518), or a range MIN-MAX for uniformly random sizes.
-    #[arg(long, default_value = "64")]
-    pub size: String,
-    /// Payload bytes: one byte value repeated (compressible), random (incompressible), or the paper's 418-byte worm packet.
-    #[arg(long, value_enum, default_value_t = PayloadArg::Random)]
-    pub payload: PayloadArg,
-    /// Transport protocol, or a mix of all three.
-    #[arg(long, value_enum, default_value_t = ProtoArg::Mix)]
-    pub proto: ProtoArg,
-    /// IP version, or a mix of both.
-    #[arg(long, value_enum, default_value_t = IpArg::V4)]
-    pub ip: IpArg,
-    /// VLAN ids to tag frames with, outermost first (e.g. 100,7 for 802.1ad over 802.1Q).
-    #[arg(long, value_delimiter = ',')]
-    pub vlan: Vec<u16>,
-    /// Source addresses are random inside this prefix.
-    #[arg(long, default_value = "10.0.0.0/8")]
-    pub src_net: String,
-    /// Destination addresses are random inside this prefix.
-    #[arg(long, default_value = "192.168.1.0/24")]
-    pub dst_net: String,
-    /// Seed for the pseudo-random generator (same seed, same traffic).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Frames come from this many flows active at once, each a 5-tuple carrying a heavy-tailed number of frames
-    /// (Pareto, shape 1.2, at least 2) before a new one takes its place, as on a real link; 0: every frame's
-    /// addresses and ports are new.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub flows: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PayloadArg {
-    Fixed,
-    Random,
-    Worm,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProtoArg {
-    Tcp,
-    Udp,
-    Icmp,
-    Mix,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IpArg {
-    #[value(name = "4")]
-    V4,
-    #[value(name = "6")]
-    V6,
-    Mix,
+pub struct VerifyArgs {
+    /// Do not check the chunks of an indexed trace against the checksums in its index (faster reads; corrupt
+    /// data then goes unnoticed where the codec itself does not catch it).
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 /// Where and how to write a trace.
@@ -75,10 +31,10 @@ pub struct OutputArgs {
     pub write: Option<PathBuf>,
     /// Output file format. Default: as the file's name says (x.pcapng, x.pcapng.zst), else pcap.
     #[arg(long, value_enum)]
-    pub format: Option<FormatArg>,
+    pub format: Option<OutputFormat>,
     /// Compression of the output file. Default: as the file's name says (x.pcap.lz4, .zst, .gz; x.pcap: none), else lz4.
     #[arg(long = "compress", value_enum)]
-    pub compress: Option<CompressArg>,
+    pub compress: Option<Codec>,
     /// Compression block (buffer) size in KiB: 4–64, zstd 4–128. Default: 32, zstd 128 (its own block size).
     #[arg(long, value_name = "KIB")]
     pub block_size: Option<usize>,
@@ -115,13 +71,7 @@ pub struct OutputArgs {
     /// trying otherwise, with a trial now and then; the statistics say which and why). Default: pays for a live
     /// capture, always elsewhere.
     #[arg(long, value_enum)]
-    pub compress_when: Option<CompressWhenArg>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CompressWhenArg {
-    Always,
-    Pays,
+    pub compress_when: Option<CompressWhen>,
 }
 
 fn parse_idle(s: &str) -> Result<f64, String> {
@@ -151,16 +101,8 @@ impl OutputArgs {
     /// is not given.
     pub fn settings_with(&self, path: &Path, when: CompressWhen) -> Result<TraceSettings, Error> {
         let (named_format, named_codec) = trace::write::named(path);
-        let flag_format = self.format.map(|f| match f {
-            FormatArg::Pcap => OutputFormat::Pcap,
-            FormatArg::Pcapng => OutputFormat::Pcapng,
-        });
-        let flag_codec = self.compress.map(|c| match c {
-            CompressArg::Lz4 => Codec::Lz4,
-            CompressArg::Zstd => Codec::Zstd,
-            CompressArg::Gzip => Codec::Gzip,
-            CompressArg::None => Codec::None,
-        });
+        let flag_format = self.format;
+        let flag_codec = self.compress;
         let shown = path.display();
         if let (Some(n), Some(f)) = (named_format, flag_format) {
             if n != f {
@@ -194,11 +136,7 @@ impl OutputArgs {
             index: !self.no_index,
             sync: self.sync,
             stream_checksums: self.checksums,
-            compress_when: match self.compress_when {
-                Some(CompressWhenArg::Always) => CompressWhen::Always,
-                Some(CompressWhenArg::Pays) => CompressWhen::Pays,
-                None => when,
-            },
+            compress_when: self.compress_when.unwrap_or(when),
             ..WriterConfig::default()
         };
         writer.block_size = self.block_size.map_or_else(
@@ -233,21 +171,31 @@ impl OutputArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
-    Pcap,
-    Pcapng,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CompressArg {
-    Lz4,
-    Zstd,
-    Gzip,
-    None,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
     Micro,
     Nano,
+}
+
+/// How to reach the fleet store, besides its URL.
+#[derive(Debug, Args)]
+pub struct StoreOpts {
+    /// A file whose first line is USER:PASSWORD for the store (instead of the environment).
+    #[arg(long, value_name = "FILE")]
+    pub store_credentials: Option<PathBuf>,
+    /// This probe's name in the store (letters, digits, _, -, .); default: the host name.
+    #[arg(long, value_name = "NAME")]
+    pub probe: Option<String>,
+    /// Where summaries wait for the store (default: ~/.local/state/kansoku/spool).
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+}
+
+impl StoreOpts {
+    pub fn fleet(&self) -> FleetOptions<'_> {
+        FleetOptions {
+            credentials: self.store_credentials.as_deref(),
+            probe: self.probe.as_deref(),
+            spool: self.spool.as_deref(),
+        }
+    }
 }

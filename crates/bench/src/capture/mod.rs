@@ -1,11 +1,12 @@
-//! `kansoku bench capture`: the capture-loss experiment of papers 000 (§5,
-//! capture rate vs load for libpcap with per-packet and block compression)
-//! and 003 (drops vs offered load), self-contained.
+//! `kansoku bench capture`: the capture-loss experiments of Shimizu et al.
+//! 2006 (§5, capture rate vs load for libpcap with per-packet and block
+//! compression) and Tsukahara et al. n.d. (drops vs offered load),
+//! self-contained.
 //!
 //! The bench makes a network namespace of its own with a veth pair in it
 //! ([`Netns`]), and for every configuration and offered load runs this very
 //! binary twice inside it: `kansoku bench capture-worker` on one end (or
-//! tcpdump, [`crate::peers`]), then `kansoku generate` on the other end
+//! tcpdump, [`crate::harness::peers`]), then `kansoku generate` on the other end
 //! sending `--packets` frames at the load. When the generator is done the
 //! capture is stopped with SIGINT, which drains the ring and the writer's
 //! queue, and the capture rate is what it wrote over what was sent. The
@@ -14,7 +15,7 @@
 //! is incomplete, which the report counts as a problem: exit code 1).
 //!
 //! `--disk-mbps` emulates a disk of that throughput behind every writer
-//! ([`crate::slow_disk::SlowDisk`]: writes are serviced one after another
+//! ([`crate::harness::slow_disk::SlowDisk`]: writes are serviced one after another
 //! at that rate, no cache), so that a fast machine shows the papers'
 //! disk-bound regime. For tcpdump the bench reads `tcpdump -w -` from a
 //! pipe through the same emulated disk into the file: tcpdump then blocks
@@ -35,6 +36,8 @@
 //! queue is sized in bytes (`--queue-mib`, by default as large as the ring),
 //! so it hides the same amount of traffic at every load.
 
+pub mod worker;
+
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -46,8 +49,8 @@ use serde::Serialize;
 use trace::Codec;
 
 use crate::args::{BenchCaptureArgs, Payload, XdpModeArg};
-use crate::netns::Netns;
-use crate::peers::{self, json_u64, must, parse_json, Peer};
+use crate::harness::netns::Netns;
+use crate::harness::peers::{self, json_u64, must, parse_json, Peer};
 use plot::{Chart, ImageKind, LineChart, Series};
 
 /// How long a capture may take to bind its ring and say it listens.
@@ -312,11 +315,11 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         return Err(Error::usage("--packets must be at least 1"));
     }
     if let Some(m) = args.disk_mbps {
-        crate::slow_disk::check_mbps(m)?;
+        crate::harness::slow_disk::check_mbps(m)?;
     }
     let (size, payload) = frame_args(&args.size, args.payload)?;
     if let Some(plot) = &args.plot {
-        ImageKind::of(plot).map_err(crate::chart_error)?;
+        ImageKind::of(plot)?;
     }
     let exe = std::env::current_exe().map_err(|e| Error::input(format!("own binary: {e}")))?;
     let mut notes = Vec::new();
@@ -444,9 +447,7 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         notes,
     };
     if let Some(plot) = &args.plot {
-        chart(&results)
-            .draw_file(plot)
-            .map_err(crate::chart_error)?;
+        chart(&results).draw_file(plot)?;
     }
     if args.json {
         serde_json::to_writer(&mut *out, &results).map_err(|e| Error::stdout(e.into()))?;
