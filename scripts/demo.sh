@@ -3,6 +3,7 @@
 # store it as an LZ4-compressed trace with its seek index, summarize it, and (if tshark is installed) read it back with tshark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/build-deps.sh
 cargo build --release --locked -p kansoku
 k=target/release/kansoku
 out=$(mktemp -d)

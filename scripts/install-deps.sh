@@ -14,6 +14,8 @@ set -euo pipefail
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+# libpcap's filter compiler, which kansoku links (also installed by scripts/build-deps.sh).
+[ -e /usr/include/pcap/pcap.h ] || need+=(libpcap-dev)
 command -v lz4 >/dev/null 2>&1 || need+=(lz4)
 command -v zstd >/dev/null 2>&1 || need+=(zstd)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)

@@ -54,6 +54,8 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("split", split),
     ("web_request", web_request),
     ("store_answer", store_answer),
+    ("bpf_program", bpf_program),
+    ("bpf_expression", bpf_expression),
 ];
 
 /// Shared by the reader targets: drain every record and look at it. The
@@ -746,5 +748,103 @@ fn web_source() -> &'static webview::MemorySource {
 pub fn store_answer(data: &[u8]) {
     if let Some((code, body)) = store::client::parse_answer(data) {
         assert!(body.len() <= data.len() * 4 + 16, "{code}");
+    }
+}
+
+/// The expression path of `kansoku read -r F EXPRESSION`: the first byte
+/// picks the link type (Ethernet, raw IP, Linux cooked v1 and v2, BSD
+/// loopback) and the byte order, the text up to the first NUL is the
+/// expression, the rest a packet. Compiling never panics and fails with
+/// libpcap's message; a program libpcap compiles always validates, and runs
+/// on the packet (cut at every length) with `bpf_filter`'s answer.
+pub fn bpf_expression(data: &[u8]) {
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    let link_type = [1u16, 101, 113, 276, 0][usize::from(pick % 5)];
+    let big_endian = pick & 0x80 != 0;
+    let (text, packet) = match rest.iter().position(|&b| b == 0) {
+        Some(n) => (&rest[..n], &rest[n + 1..]),
+        None => (rest, &[][..]),
+    };
+    let Ok(expr) = std::str::from_utf8(text) else {
+        return;
+    };
+    let insns = match bpf::libpcap::compile_for_trace(expr, link_type, 262_144, big_endian) {
+        Ok(insns) => insns,
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            return;
+        }
+    };
+    let program = bpf::Program::new(&insns)
+        .unwrap_or_else(|e| panic!("libpcap's program for `{expr}` does not validate: {e}"));
+    let wire_len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
+    for cut in 0..=packet.len() {
+        let answer = program.run(&packet[..cut], wire_len);
+        if bpf::libpcap::defined_in_libpcap(&insns) {
+            assert_eq!(
+                answer,
+                bpf::libpcap::bpf_filter(&program, &packet[..cut], wire_len),
+                "`{expr}`"
+            );
+        }
+    }
+}
+
+/// Classic BPF programs from arbitrary bytes: bytes 0-1 (little-endian)
+/// say how many instructions follow, 8 bytes each as `struct bpf_insn`
+/// lies in memory on x86 (code and k little-endian), and the bytes after
+/// them are a packet. `Program::new` must accept or refuse the
+/// instructions without panicking, and any of them, valid or not, list
+/// as `tcpdump -d`/`-dd`/`-ddd` would. An accepted program runs on the
+/// packet, with and without the kernel's data, in bounded time; and where
+/// libpcap's own interpreter is defined on it (no read of scratch memory,
+/// which libpcap leaves uninitialized; no backward jump, which could loop
+/// for ever there; no constant shift past 31 bits, undefined in its C),
+/// it returns what `bpf_filter` returns.
+pub fn bpf_program(data: &[u8]) {
+    let Some((count, rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let n = usize::from(u16::from_le_bytes(*count)).min(rest.len() / 8);
+    let (code, packet) = rest.split_at(n * 8);
+    let insns: Vec<bpf::Insn> = code
+        .chunks_exact(8)
+        .map(|c| bpf::Insn {
+            code: u16::from_le_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect();
+    let listing = bpf::dump(&insns, 1 + (packet.len() % 3) as u8);
+    assert!(insns.is_empty() || !listing.is_empty());
+    let program = match bpf::Program::new(&insns) {
+        Ok(p) => p,
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            return;
+        }
+    };
+    assert_eq!(program.insns(), &insns[..]);
+    let wire_len = u32::try_from(packet.len()).unwrap_or(u32::MAX);
+    let answer = program.run(packet, wire_len);
+    let _ = program.run(packet, wire_len.saturating_add(1000));
+    let aux = bpf::Aux {
+        vlan_tci: packet.first().map(|&b| u16::from(b) << 4),
+        vlan_tpid: Some(0x8100),
+        protocol: Some(0x0800),
+        pkttype: Some(0),
+        ifindex: Some(2),
+    };
+    let _ = program.run_with_aux(packet, wire_len, &aux);
+    let defined_in_libpcap = bpf::libpcap::defined_in_libpcap(&insns);
+    if defined_in_libpcap {
+        assert_eq!(
+            answer,
+            bpf::libpcap::bpf_filter(&program, packet, wire_len),
+            "{listing}"
+        );
     }
 }
