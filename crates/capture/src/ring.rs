@@ -94,6 +94,12 @@ pub struct RingConfig {
     pub block_timeout_ms: u32,
     /// Join this fanout group (hash mode, defragmented), if any.
     pub fanout_group: Option<u16>,
+    /// A classic BPF program the kernel runs on every packet before it
+    /// reaches the ring (a tcpdump expression as libpcap compiles it for a
+    /// live interface, `bpf::libpcap::compile_live`): what it rejects is
+    /// neither copied nor counted, and its return value is the snap length.
+    /// `None`: keep every packet, cut at `snaplen`.
+    pub filter: Option<Vec<bpf::Insn>>,
 }
 
 impl Default for RingConfig {
@@ -105,6 +111,7 @@ impl Default for RingConfig {
             block_size: 1 << 20,
             block_timeout_ms: 10,
             fanout_group: None,
+            filter: None,
         }
     }
 }
@@ -317,14 +324,19 @@ impl Drop for Memory {
 const ARPHRD_LOOPBACK: u16 = 772;
 
 /// The classic BPF program a capture socket runs in the kernel: keep
-/// `snaplen` bytes of each packet; on a loopback device, first drop the
+/// `snaplen` bytes of each packet, or what the program `filter` says; on a
+/// loopback device, first drop the
 /// packets whose type is `PACKET_OUTGOING`. A packet sent on `lo` is seen
 /// by packet sockets once as it leaves and once as it comes back in, so
 /// without this every packet would be captured twice. libpcap drops the
 /// outgoing copy too, but in user space, after the kernel has counted it;
 /// rejected here in the kernel's filter, the copy is never counted in
 /// PACKET_STATISTICS, so the kernel's count stays the count of packets.
-fn capture_filter(snaplen: u32, loopback: bool) -> Vec<libc::sock_filter> {
+fn capture_filter(
+    snaplen: u32,
+    loopback: bool,
+    filter: Option<&[bpf::Insn]>,
+) -> Vec<libc::sock_filter> {
     const BPF_LD_B_ABS: u16 = 0x30;
     const BPF_JEQ_K: u16 = 0x15;
     const BPF_RET_K: u16 = 0x06;
@@ -332,14 +344,18 @@ fn capture_filter(snaplen: u32, loopback: bool) -> Vec<libc::sock_filter> {
     const PKTTYPE: u32 = 0xffff_f000 + 4;
     const PACKET_OUTGOING: u32 = 4;
     let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
-    let mut prog = Vec::with_capacity(4);
+    let mut prog = Vec::with_capacity(4 + filter.map_or(0, <[_]>::len));
     if loopback {
         prog.push(ins(BPF_LD_B_ABS, 0, 0, PKTTYPE));
-        // Outgoing: fall through to `ret #0`; else skip it.
+        // Outgoing: fall through to `ret #0`; else skip it. Jumps are
+        // relative, so a program after these three runs unchanged.
         prog.push(ins(BPF_JEQ_K, 0, 1, PACKET_OUTGOING));
         prog.push(ins(BPF_RET_K, 0, 0, 0));
     }
-    prog.push(ins(BPF_RET_K, 0, 0, snaplen));
+    match filter {
+        Some(f) => prog.extend(f.iter().map(|i| ins(i.code, i.jt, i.jf, i.k))),
+        None => prog.push(ins(BPF_RET_K, 0, 0, snaplen)),
+    }
     prog
 }
 
@@ -358,15 +374,31 @@ fn attach_filter(fd: &OwnedFd, filter: &[libc::sock_filter]) -> io::Result<()> {
     )
 }
 
-fn attach_capture_filter(fd: &OwnedFd, snaplen: u32, loopback: bool) -> io::Result<()> {
-    attach_filter(fd, &capture_filter(snaplen, loopback))
+fn attach_capture_filter(
+    fd: &OwnedFd,
+    snaplen: u32,
+    loopback: bool,
+    filter: Option<&[bpf::Insn]>,
+) -> io::Result<()> {
+    let prog = capture_filter(snaplen, loopback, filter);
+    // The kernel's limit (BPF_MAXINSNS); said here, not as EINVAL.
+    if prog.len() > 4096 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the filter program has {} instructions; the kernel takes at most 4096",
+                prog.len()
+            ),
+        ));
+    }
+    attach_filter(fd, &prog)
 }
 
 /// Attaches the one-instruction classic BPF program `ret #keep`: the kernel
 /// keeps `keep` bytes of each packet (0 drops every packet before it is
 /// counted or queued).
 fn attach_return_filter(fd: &OwnedFd, keep: u32) -> io::Result<()> {
-    attach_filter(fd, &capture_filter(keep, false))
+    attach_filter(fd, &capture_filter(keep, false, None))
 }
 
 /// The link type of `interface`, from its ARPHRD hardware type
@@ -424,7 +456,7 @@ impl TpacketRing {
 
         // Cut packets to the snap length in the kernel; on loopback also
         // drop the outgoing copy (every packet sent on `lo` comes back in).
-        attach_capture_filter(&fd, cfg.snaplen, loopback)?;
+        attach_capture_filter(&fd, cfg.snaplen, loopback, cfg.filter.as_deref())?;
 
         let block_nr = cfg.ring_bytes / cfg.block_size;
         // tpacket_req3: block size, block count, frame size, frame count,

@@ -74,6 +74,29 @@ fn check_args(args: &CaptureArgs, n: usize) -> pipeline::Result<()> {
 
 pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     let n = usize::from(args.fanout);
+    // The expression as libpcap compiles it for this interface, with the
+    // kernel's VLAN data, as `tcpdump -i` does; run by the kernel on every
+    // ring.
+    let expression = args.select.expression()?;
+    let expression_text = expression.as_ref().map(|e| e.text().to_string());
+    let kernel_filter = match (&expression, args.select.dump) {
+        (None, 0) => None,
+        (e, _) => Some(
+            bpf::libpcap::compile_live(
+                e.as_ref().map_or("", |e| e.text()),
+                &args.interface,
+                args.snaplen,
+            )
+            .map_err(|e| Error::usage(format!("{}: {e}", args.interface)))?,
+        ),
+    };
+    if args.select.dump > 0 {
+        let listing = bpf::dump(
+            kernel_filter.as_deref().unwrap_or_default(),
+            args.select.dump,
+        );
+        return crate::output::print_text(&listing).map(|()| Report::default());
+    }
     check_args(args, n)?;
     // Everything that can be checked is checked before the rings open.
     let filter = args
@@ -116,6 +139,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         },
         // The group id only has to be unique among this host's capturers.
         fanout_group: (n > 1).then(|| (std::process::id() & 0xffff) as u16),
+        filter: kernel_filter,
         ..RingConfig::default()
     };
     let mut lanes = Vec::with_capacity(n);
@@ -203,7 +227,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         reload,
         &note,
     );
-    finish(args, lanes, stats, fleet, &mut report)?;
+    finish(args, lanes, stats, fleet, &mut report, expression_text)?;
     Ok(report)
 }
 
@@ -215,9 +239,11 @@ fn finish(
     stats: CaptureStats,
     fleet: Option<pipeline::Fleet>,
     report: &mut Report,
+    expression: Option<String>,
 ) -> pipeline::Result<()> {
     let mut r =
         CaptureReport::close_lanes(&args.interface, lanes, &stats, report, PrintOrTrace::close);
+    r.expression = expression;
     // The last summaries are in the spool once the lanes are closed.
     r.store = fleet.map(pipeline::Fleet::finish);
     if let Some(c) = &r.store {

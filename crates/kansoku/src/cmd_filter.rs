@@ -28,6 +28,10 @@ pub fn run(args: &FilterArgs) -> pipeline::Result<Report> {
 }
 
 fn filter_trace(args: &FilterRunArgs) -> pipeline::Result<Report> {
+    let expression = args.select.expression()?;
+    if let (Some(read), true) = (&args.read, args.select.dump > 0) {
+        return crate::output::print_listing(read, expression.as_ref(), args.select.dump);
+    }
     let (Some(read), Some(rules_path)) = (&args.read, &args.rules) else {
         return Err(Error::usage("filter needs -r FILE and --rules FILE"));
     };
@@ -43,7 +47,7 @@ fn filter_trace(args: &FilterRunArgs) -> pipeline::Result<Report> {
         .as_deref()
         .map(|p| args.out.sink(p))
         .transpose()?;
-    let mut source = pipeline::TraceSource::open(read)?;
+    let mut source = pipeline::TraceSource::open(read)?.with_expression(expression);
     let mut report = pipeline::run(&mut source, &mut chain, Control::new(signals::stop_flag()));
     for sink in [chain.passed, chain.rejected].into_iter().flatten() {
         if let Err(e) = sink.finish() {

@@ -34,7 +34,22 @@ pub fn run(args: &GenerateArgs) -> pipeline::Result<Report> {
     };
     let deadline = args.duration;
     // Open everything before the sender starts its clock.
-    let replay = args.replay.as_deref().map(TraceSource::open).transpose()?;
+    let expression = args.select.expression()?;
+    match (&args.replay, args.select.dump > 0) {
+        (Some(path), true) => {
+            return crate::output::print_listing(path, expression.as_ref(), args.select.dump)
+        }
+        (None, _) if expression.is_some() || args.select.dump > 0 => {
+            return Err(Error::usage(
+                "a filter expression selects the packets of a trace to replay: give -r TRACE",
+            ))
+        }
+        _ => {}
+    }
+    let replay = match args.replay.as_deref() {
+        Some(p) => Some(TraceSource::open(p)?.with_expression(expression)),
+        None => None,
+    };
     let synth = match replay {
         Some(_) => None,
         None => {

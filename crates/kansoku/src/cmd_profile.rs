@@ -22,6 +22,15 @@ enum Input {
 }
 
 pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
+    let expression = args.select.expression()?;
+    if !args.merge.is_empty() && (expression.is_some() || args.select.dump > 0) {
+        return Err(Error::usage(
+            "a filter expression selects packets; --merge reads summaries",
+        ));
+    }
+    if let (Some(path), true) = (args.read.as_deref(), args.select.dump > 0) {
+        return crate::output::print_listing(path, expression.as_ref(), args.select.dump);
+    }
     let metric = match (args.bytes, args.packets, args.metric) {
         (true, _, _) | (_, _, Metric::Bytes) => Metric::Bytes,
         (_, true, _) | (_, _, Metric::Packets) => Metric::Packets,
@@ -117,10 +126,15 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
         ));
     };
     // An uncompressed pcap file (indexed or not) or pcapng file (not
-    // indexed) is read on two threads, the rest on one.
-    let mut input = match SplitSource::open(path) {
+    // indexed) is read on two threads, the rest on one; with a filter
+    // expression, on one, which runs it over every packet.
+    let split = match &expression {
+        None => SplitSource::open(path),
+        Some(_) => None,
+    };
+    let mut input = match split {
         Some(s) => Input::Split(s),
-        None => Input::Plain(TraceSource::open(path)?),
+        None => Input::Plain(TraceSource::open(path)?.with_expression(expression)),
     };
     let cfg = ProfilerConfig {
         tree_thread: pipeline::stage::profile::tree_thread(

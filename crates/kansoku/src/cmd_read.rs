@@ -14,6 +14,10 @@ use pipeline::signals;
 use pipeline::sink::PrintOrTrace;
 
 pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
+    let expression = args.select.expression()?;
+    if args.select.dump > 0 {
+        return crate::output::print_listing(&args.read, expression.as_ref(), args.select.dump);
+    }
     let time = |t: &Option<String>| t.as_deref().map(parse_time).transpose();
     let window = Window {
         since: time(&args.since).map_err(pipeline::Error::usage)?,
@@ -23,7 +27,7 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
         Some(t) => PrintOrTrace::Trace(t),
         None => PrintOrTrace::Print(Printer::new(args.json, args.time.into())),
     };
-    let mut source = TraceSource::open_window(&args.read, window)?;
+    let mut source = TraceSource::open_window(&args.read, window)?.with_expression(expression);
     // From a pipe: a quiet input's partial block reaches the file (or its
     // lines the terminal) within the idle time.
     source.idle_every(args.out.idle_flush());

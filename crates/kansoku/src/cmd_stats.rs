@@ -12,8 +12,9 @@ use pipeline::signals;
 pub fn run(args: &StatsArgs) -> pipeline::Result<Report> {
     let mut report = Report::default();
     let mut all = Vec::new();
+    let expression = args.select.expression()?;
     for path in &args.files {
-        let mut source = TraceSource::open(path)?;
+        let mut source = TraceSource::open(path)?.with_expression(expression.clone());
         let progress = TerminalProgress::new(source.size(), true);
         let mut census = Census::default();
         let ctl = Control {

@@ -153,9 +153,15 @@ pub struct StoreCounts {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CaptureReport {
     pub interface: String,
+    /// The filter expression the kernel ran on every ring, if any: the
+    /// kernel's counts below are of the packets it passed (those it rejected
+    /// are neither counted nor dropped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
     /// Rings in the fanout group (1 without --fanout).
     pub rings: usize,
-    /// Packets the kernel passed to the sockets (PACKET_STATISTICS tp_packets).
+    /// Packets the kernel passed to the sockets (PACKET_STATISTICS tp_packets):
+    /// with an expression, those its filter passed.
     pub kernel_packets: u64,
     /// Dropped by the kernel: a ring was full (tp_drops).
     pub kernel_drops: u64,
@@ -208,6 +214,7 @@ impl CaptureReport {
     ) -> CaptureReport {
         let mut r = CaptureReport {
             interface: interface.to_string(),
+            expression: None,
             rings: lanes.len(),
             kernel_packets: stats.kernel.packets,
             kernel_drops: stats.kernel.drops,
@@ -251,8 +258,12 @@ impl CaptureReport {
 
     /// The report as one line: `N packets received by the kernel on IF, ...`.
     pub fn describe(&self) -> String {
+        let passed = match &self.expression {
+            Some(e) => format!(" (passed by the filter `{e}`)"),
+            None => String::new(),
+        };
         format!(
-            "{} packets received by the kernel on {}, {} dropped by the kernel ({} ring freezes), \
+            "{} packets received by the kernel on {}{passed}, {} dropped by the kernel ({} ring freezes), \
              {} taken from the ring ({} blocks read in place, {} copied), {} dropped by kansoku (writer queue full), \
              {} rejected by the rules, {} written",
             self.kernel_packets,

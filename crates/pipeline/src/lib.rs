@@ -26,6 +26,7 @@ pub mod chain;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod error;
+pub mod expression;
 pub mod packet;
 pub mod progress;
 pub mod report;
@@ -38,6 +39,7 @@ pub mod stage;
 pub use capture::{run_lanes, CaptureReport, Lane, StoreCounts};
 pub use chain::{Chain, ChainCounts};
 pub use error::{clip_long_words, display_path, Error, ErrorKind, ExitCode, Result};
+pub use expression::Expression;
 pub use packet::Frame;
 pub use report::{Drops, Report, Truncated};
 pub use run::{run, Consumer, Control, Flow, Progress, Source};

@@ -86,7 +86,7 @@ impl Tap {
             ring_bytes: 32 << 20,
             block_size: 256 << 10,
             block_timeout_ms: 10,
-            fanout_group: None,
+            ..RingConfig::default()
         })?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);

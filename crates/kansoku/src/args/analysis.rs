@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use filter::EngineKind;
 
-use super::OutputArgs;
+use super::{ExpressionArgs, OutputArgs};
 
 /// `kansoku filter`: run rules over a trace (`-r`), or one of the subcommands.
 #[derive(Debug, Args)]
@@ -54,6 +54,9 @@ pub struct FilterRunArgs {
     /// Write the passed packets here.
     #[command(flatten)]
     pub out: OutputArgs,
+    /// The packets the rules see: tcpdump's filter expression, applied first.
+    #[command(flatten)]
+    pub select: ExpressionArgs,
 }
 
 #[derive(Debug, Args)]

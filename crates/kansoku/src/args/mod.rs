@@ -12,8 +12,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use analysis::*;
 pub use ipsec::*;
 pub use pipeline::cli::{
-    CaptureArgs, GenerateArgs, OutputArgs, ProfileArgs, StoreAction, StoreArgs, SummaryFormatArg,
-    VerifyArgs,
+    CaptureArgs, ExpressionArgs, GenerateArgs, LastExpressionArgs, OutputArgs, ProfileArgs,
+    StoreAction, StoreArgs, SummaryFormatArg, VerifyArgs,
 };
 pub use synth::cli::PatternArgs;
 pub use web::*;
@@ -119,6 +119,9 @@ pub struct ReadArgs {
     /// Write the packets to a trace instead of printing them (convert or recompress).
     #[command(flatten)]
     pub out: OutputArgs,
+    /// The packets to read: tcpdump's filter expression.
+    #[command(flatten)]
+    pub select: ExpressionArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -150,6 +153,9 @@ pub struct StatsArgs {
     /// Traces to summarize.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// The packets to count: tcpdump's filter expression.
+    #[command(flatten)]
+    pub select: LastExpressionArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{OutputArgs, StoreOpts, VerifyArgs};
+use super::{ExpressionArgs, OutputArgs, StoreOpts, VerifyArgs};
 use synth::cli::PatternArgs;
 
 #[derive(Debug, Args)]
@@ -89,6 +89,10 @@ pub struct CaptureArgs {
     pub json: bool,
     #[command(flatten)]
     pub out: OutputArgs,
+    /// The packets to capture: tcpdump's filter expression, compiled by libpcap for the interface and run by
+    /// the kernel on every ring, so that packets it rejects are never copied.
+    #[command(flatten)]
+    pub select: ExpressionArgs,
 }
 
 #[derive(Debug, Args)]
@@ -125,6 +129,9 @@ pub struct GenerateArgs {
     /// Also write every frame sent, stamped with its send time, to -w FILE.
     #[command(flatten)]
     pub out: OutputArgs,
+    /// With -r: the packets to replay, by tcpdump's filter expression.
+    #[command(flatten)]
+    pub select: ExpressionArgs,
 }
 
 /// Seconds as a number (`2.5`), finite, from 0 to a year: a usage error,

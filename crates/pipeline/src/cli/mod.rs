@@ -4,11 +4,13 @@
 //! and sinks. The `kansoku` binary flattens these groups into its
 //! subcommands and turns them into the pipeline's configurations.
 
+mod expression;
 mod live;
 mod output;
 mod profile;
 mod store;
 
+pub use expression::{ExpressionArgs, LastExpressionArgs};
 pub use live::{CaptureArgs, GenerateArgs};
 pub use output::{OutputArgs, PrecisionArg, StoreOpts, VerifyArgs};
 pub use profile::{ProfileArgs, SummaryFormatArg};

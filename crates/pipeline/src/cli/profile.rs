@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use aguri::Metric;
 use clap::{Args, ValueEnum};
 
-use super::{StoreOpts, VerifyArgs};
+use super::{ExpressionArgs, StoreOpts, VerifyArgs};
 
 /// `kansoku profile`: aguri summaries of a trace, or re-aggregation of summaries.
 #[derive(Debug, Args)]
@@ -84,6 +84,9 @@ pub struct ProfileArgs {
     /// reads (implies --2d).
     #[arg(long, value_enum, default_value_t = SummaryFormatArg::Kansoku)]
     pub format: SummaryFormatArg,
+    /// The packets to profile: tcpdump's filter expression.
+    #[command(flatten)]
+    pub select: ExpressionArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -14,6 +14,7 @@ use trace::window::{open_window_with, WindowStats};
 use trace::Record;
 
 use crate::error::{display_path, Error, Result};
+use crate::expression::{Expression, Selector};
 use crate::report::Report;
 use crate::run::Source;
 
@@ -97,6 +98,8 @@ pub struct TraceSource {
     size: Option<u64>,
     packets: u64,
     bytes: u64,
+    /// The packets a filter expression selects, if one was given.
+    selector: Option<Selector>,
 }
 
 impl TraceSource {
@@ -159,6 +162,7 @@ impl TraceSource {
             size: file_size(path),
             packets: 0,
             bytes: 0,
+            selector: None,
         })
     }
 
@@ -173,7 +177,26 @@ impl TraceSource {
             size: None,
             packets: 0,
             bytes: 0,
+            selector: None,
         }
+    }
+
+    /// Only the packets `expression` accepts (tcpdump's filter language,
+    /// compiled by libpcap for each interface of the trace); `None` keeps
+    /// every packet.
+    pub fn with_expression(mut self, expression: Option<Expression>) -> TraceSource {
+        self.selector = expression.map(Selector::new);
+        self
+    }
+
+    /// The filter expression packets are selected by, if any.
+    pub fn expression(&self) -> Option<&Expression> {
+        self.selector.as_ref().map(Selector::expression)
+    }
+
+    /// Packets the filter expression rejected so far.
+    pub fn unmatched(&self) -> u64 {
+        self.selector.as_ref().map_or(0, |s| s.unmatched)
     }
 
     /// The reader, for what it knows of the file (format, codec, offsets).
@@ -240,15 +263,26 @@ impl Source for TraceSource {
     #[inline(always)]
     fn next(&mut self) -> Result<Option<Record<'_>>> {
         let window = self.window;
-        let rec = if window.is_all() {
-            self.reader.next_record()
-        } else {
-            self.reader.next_record_where(|r| match r {
+        let rec = match &mut self.selector {
+            None if window.is_all() => self.reader.next_record(),
+            None => self.reader.next_record_where(|r| match r {
                 Record::Packet(p) => window.contains(p.ts_nanos()),
                 _ => true,
-            })
+            }),
+            Some(selector) => {
+                // Every section record ends a call, so the byte order read
+                // here is the one of the interfaces described in it.
+                let big_endian = self.reader.big_endian();
+                self.reader.next_record_where(|r| match r {
+                    Record::Packet(p) if !window.contains(p.ts_nanos()) => false,
+                    r => selector.keep(r, big_endian),
+                })
+            }
         }
         .map_err(|e| Error::input(format!("{}: {e}", self.name)))?;
+        if let Some(e) = self.selector.as_mut().and_then(Selector::take_failure) {
+            return Err(e.context(&self.name));
+        }
         if let Some(Record::Packet(p)) = &rec {
             self.packets += 1;
             self.bytes += u64::from(p.orig_len);

@@ -59,6 +59,13 @@ pub struct FileStats {
     pub other_blocks: u64,
     pub index: Option<IndexStats>,
     pub warning: Option<String>,
+    /// The filter expression the packets were selected by, if any: the
+    /// figures above are those of the packets it kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    /// Packets the expression rejected (not in the figures above).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmatched_packets: Option<u64>,
 }
 
 /// Counts a trace's records into [`FileStats`].
@@ -75,6 +82,12 @@ impl fmt::Display for FileStats {
         let s = self;
         writeln!(o, "{}", s.file)?;
         writeln!(o, "  format:       {}, compression: {}", s.format, s.codec)?;
+        if let (Some(e), Some(n)) = (&s.expression, s.unmatched_packets) {
+            writeln!(
+                o,
+                "  expression:   `{e}`: the packets it keeps ({n} others left out)"
+            )?;
+        }
         if let Some(fb) = s.file_bytes {
             write!(
                 o,
@@ -199,6 +212,10 @@ impl Census {
         };
         s.codec = reader.codec().to_string();
         s.decompressed_bytes = reader.offset();
+        if let Some(e) = source.expression() {
+            s.expression = Some(e.text().to_string());
+            s.unmatched_packets = Some(source.unmatched());
+        }
         if let Some(fb) = s
             .file_bytes
             .filter(|_| s.decompressed_bytes > 0 && reader.codec() != Codec::None)

@@ -428,6 +428,13 @@ impl TraceReader {
         self
     }
 
+    /// Whether the section being read is big-endian (a pcap file's magic,
+    /// a pcapng section's byte-order magic): what libpcap's compiler needs
+    /// to know of a file, besides its link type and snap length.
+    pub fn big_endian(&self) -> bool {
+        self.big_endian
+    }
+
     /// Whether the last `None` from [`TraceReader::next_record`] means the
     /// input has nothing for now rather than its end: a plain stream whose
     /// source returned `WouldBlock` (a quiet pipe, see
