@@ -207,8 +207,9 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
         // The profiler closes its intervals on time even when traffic stops.
         heartbeat: args.profile.is_some().then_some(Duration::from_secs(1)),
         idle_flush: args.out.idle_flush(),
-        hold_blocks: args.hold_blocks,
-        direct: !args.ring_thread,
+        // The writer reads each block where the kernel wrote it; a rescuer
+        // copies blocks into the queue only while the writer is stalled.
+        direct: true,
         ..PipelineConfig::default()
     };
     let reload = reloader.as_mut().zip(reload_request);

@@ -38,18 +38,6 @@ pub struct CaptureArgs {
     /// each ring has a queue of this size. 0 lets one ring block at a time through.
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     pub queue_mib: usize,
-    /// A thread of its own takes the ring's blocks and hands them to the writer through the queue (the design
-    /// before kansoku 0.2). By default the writer reads each block where the kernel wrote it, on one thread as
-    /// tcpdump does, and a second thread copies blocks out into the queue only while the writer is stalled
-    /// (a slow disk) with half the ring waiting: on a core that also does the kernel's receive work this keeps
-    /// up with about twice the load (bench/capture-results.md).
-    #[arg(long)]
-    pub ring_thread: bool,
-    /// With --ring-thread: ring blocks the writer may hold, reading packets where the kernel wrote them. When it
-    /// holds this many, the oldest it has not started on is copied into the queue and given back to the kernel.
-    /// Default: half the ring's blocks; 0 copies every block (the queue then holds every packet).
-    #[arg(long, value_name = "BLOCKS", requires = "ring_thread")]
-    pub hold_blocks: Option<usize>,
     /// Keep only packets these filter rules pass (`ip filter N pass|reject ...`); rejected ones are counted, not written.
     /// SIGHUP reads the file again: each ring uses the new rules from its next batch, no packet is lost, and the
     /// statistics count each rule set (generation) apart. A file that does not parse leaves the rules as they were.

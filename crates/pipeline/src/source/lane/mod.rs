@@ -20,7 +20,9 @@
 //! handing every block to a writer thread cost half the load the core could
 //! take (bench/capture-results.md).
 //!
-//! **Ring thread** (`--ring-thread`, the design before): a thread of its own
+//! **Ring thread** (the design before, kept only as the baseline `kansoku
+//! bench capture-worker --ring-thread` measures against; `kansoku capture`
+//! no longer offers it, bench/busy-box-results.md): a thread of its own
 //! takes each block and queues it for the consumer, in place while the
 //! consumer holds fewer than [`PipelineConfig::hold_blocks`] blocks; beyond
 //! that the oldest block the consumer has not started on is copied and given
