@@ -2,6 +2,9 @@
 # The same commands with two kansoku binaries, interleaved run by run, on the same files in /dev/shm:
 # prints each one's median wall time and the ratio new/old (below 1: faster). Fit for any change that should keep performance.
 # Usage: bench/before-after.sh OLD_BIN NEW_BIN [RUNS, default 7] [MB of trace, default 300]
+# With AGURI2=path/to/aguri2 (built as bench/aguri-peers.sh builds it), also `profile -r` of the plain pcap beside
+# `aguri2 -r -s 60`; always `bench ipsec` encap+decap at 1400 bytes, and `bench filter` on acl1_10k where the shared
+# data is.
 set -euo pipefail
 old=${1:?usage: bench/before-after.sh OLD_BIN NEW_BIN [RUNS] [MB]}
 new=${2:?usage: bench/before-after.sh OLD_BIN NEW_BIN [RUNS] [MB]}
@@ -54,13 +57,37 @@ fi
 # The filter engines' own figure (ns/packet, fast engine) on ClassBench acl1_10k, where the shared data is.
 data=../shared/data/classbench
 if [ -f "$data/acl1_10k.rules" ]; then
-  printf '\nkansoku bench filter on acl1_10k (fast engine, ns/packet, median of %s runs each)\n' "$runs"
-  for b in old new; do
-    bin=${!b}; v=()
-    for _ in $(seq "$runs"); do
-      v+=("$("$bin" bench filter --rules "$data/acl1_10k.rules" --trace "$data/acl1_10k.trace.zst" --paper-sizes 0 --min-seconds 1 --json 2>/dev/null \
-        | tail -1 | python3 -c 'import json,sys; r=json.load(sys.stdin)["results"]; print([x for x in r if x["engine"]=="fast" and "ns_per_packet" in x][-1]["ns_per_packet"])')")
-    done
-    printf '%s %s\n' "$b" "$(printf '%s\n' "${v[@]}" | median)"
-  done
+  printf '\nkansoku bench filter on acl1_10k (fast engine, ns/packet, median of %s runs each, interleaved)\n' "$runs"
+  nspp() { "$1" bench filter --rules "$data/acl1_10k.rules" --trace "$data/acl1_10k.trace.zst" --paper-sizes 0 --min-seconds 1 --json 2>/dev/null \
+    | tail -1 | python3 -c 'import json,sys; r=json.load(sys.stdin)["results"]; print([x for x in r if x["engine"]=="fast" and "ns_per_packet" in x][-1]["ns_per_packet"])'; }
+  o=(); n=()
+  for _ in $(seq "$runs"); do o+=("$(nspp "$old")"); n+=("$(nspp "$new")"); done
+  om=$(printf '%s\n' "${o[@]}" | median); nm=$(printf '%s\n' "${n[@]}" | median)
+  printf 'old %.1f new %.1f new/old %.3f\n' "$om" "$nm" "$(echo "$nm / $om" | bc -l)"
 fi
+
+# The profiler beside aguri2 on the same plain pcap, interleaved: both binaries' `profile -r -i 60`, aguri2 -s 60.
+if [ -n "${AGURI2:-}" ]; then
+  printf '\nprofile -r (plain pcap, -i 60) beside aguri2 -s 60, median ms of %s runs\n' "$runs"
+  o=(); n=(); a=()
+  for _ in $(seq "$runs"); do
+    o+=("$(ms "$old profile -r $dir/in.pcap -i 60 -w $dir/o.agr")")
+    n+=("$(ms "$new profile -r $dir/in.pcap -i 60 -w $dir/n.agr")")
+    a+=("$(ms "$AGURI2 -r $dir/in.pcap -s 60")")
+  done
+  om=$(printf '%s\n' "${o[@]}" | median); nm=$(printf '%s\n' "${n[@]}" | median); am=$(printf '%s\n' "${a[@]}" | median)
+  printf 'old %s ms, new %s ms, aguri2 %s ms: new/old %.3f, aguri2/old %.2f, aguri2/new %.2f\n' "$om" "$nm" "$am" \
+    "$(echo "$nm / $om" | bc -l)" "$(echo "$am / $om" | bc -l)" "$(echo "$am / $nm" | bc -l)"
+fi
+
+# ESP and AH per packet at 1400 bytes (encap+decap ns, IPv4, keys per SA), interleaved runs.
+printf '\nbench ipsec --sizes 1400: encap+decap ns (IPv4), median of %s runs each\n' "$runs"
+suites=esp-aes-gcm-16,ah-hmac-sha1,esp-null
+ns() { "$1" bench ipsec --sizes 1400 --suites "$suites" --no-openssl --min-seconds 0.3 2>/dev/null \
+  | awk -F'|' -v s="$2" '$2 ~ " "s" " && $4+0 == 4 {gsub(/ /, "", $9); print $9}'; }
+for s in ${suites//,/ }; do
+  o=(); n=()
+  for _ in $(seq "$runs"); do o+=("$(ns "$old" "$s")"); n+=("$(ns "$new" "$s")"); done
+  om=$(printf '%s\n' "${o[@]}" | median); nm=$(printf '%s\n' "${n[@]}" | median)
+  printf '%-20s old %6s new %6s new/old %.3f\n' "$s" "$om" "$nm" "$(echo "$nm / $om" | bc -l)"
+done
