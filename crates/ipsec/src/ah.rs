@@ -25,7 +25,7 @@ use crate::sa::SaState;
 
 /// AH's length with `icv_len` bytes of ICV, padded for the IP version.
 pub(crate) fn len(icv_len: usize, v6: bool) -> usize {
-    let n = 12 + icv_len;
+    let n = wire_ah::HEADER_LEN + icv_len;
     let a = if v6 { 8 } else { 4 };
     n.div_ceil(a) * a
 }
@@ -119,7 +119,7 @@ pub(crate) fn push_header(
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&sa.sa.spi.to_be_bytes());
     out.extend_from_slice(&(seq as u32).to_be_bytes());
-    out.resize(out.len() + n - 12, 0);
+    out.resize(out.len() + n - wire_ah::HEADER_LEN, 0);
     Ok(seq)
 }
 
@@ -134,8 +134,9 @@ pub(crate) fn fill_icv(sa: &mut SaState, packet: &mut [u8], ah_at: usize, zeroed
     let mut icv = [0u8; MAX_ICV];
     integ.compute(&[zeroed, &packet[ah_at..], esn], &mut icv);
     let n = integ.icv_len();
-    packet[ah_at + 12..ah_at + 12 + n].copy_from_slice(&icv[..n]);
-    let ah_len = (usize::from(packet[ah_at + 1]) + 2) * 4;
+    let icv_at = ah_at + wire_ah::HEADER_LEN;
+    packet[icv_at..icv_at + n].copy_from_slice(&icv[..n]);
+    let ah_len = (usize::from(packet[ah_at + wire_ah::field::LENGTH]) + 2) * 4;
     sa.counters.packets += 1;
     sa.counters.bytes += packet.len().saturating_sub(ah_at + ah_len) as u64;
 }
@@ -185,7 +186,7 @@ pub(crate) fn verify(
         return Err(Reject::NoSa);
     };
     let icv_len = integ.icv_len();
-    if h.len < 12 + icv_len {
+    if h.len < wire_ah::HEADER_LEN + icv_len {
         sa.counters.malformed += 1;
         return Err(Reject::Truncated);
     }
@@ -196,10 +197,11 @@ pub(crate) fn verify(
     }
     scratch.clear();
     scratch.extend_from_slice(&packet[ah_at..ah_at + h.len]);
-    scratch[12..].fill(0);
+    scratch[wire_ah::HEADER_LEN..].fill(0);
     let hi = ((seq >> 32) as u32).to_be_bytes();
     let esn: &[u8] = if sa.sa.esn { &hi } else { &[] };
-    let icv = &packet[ah_at + 12..ah_at + 12 + icv_len];
+    let icv_at = ah_at + wire_ah::HEADER_LEN;
+    let icv = &packet[icv_at..icv_at + icv_len];
     let Some(integ) = sa.integrity.as_ref() else {
         return Err(Reject::NoSa);
     };
