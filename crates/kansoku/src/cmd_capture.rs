@@ -8,96 +8,35 @@
 //! in one PACKET_FANOUT group, so N cores share the work, and one output
 //! file per ring. The accounting is `pipeline::CaptureReport`'s.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use aguri::ProfilerConfig;
 use capture::privileges::{check_can_create, drop_privileges, User};
 use capture::{RingConfig, TpacketRing};
 use filter::{EngineKind, Filter};
 use pipeline::sink::lines::{Printer, TimeFormat};
-use pipeline::stage::profile::interval_ns;
 use pipeline::{
     load_rules, run_lanes, CaptureReport, CaptureStats, Chain, Error, Lane, PipelineConfig,
     ProfileStage, Reloader, Report, Stages, SummarySink, SummaryWriter,
 };
 
 use crate::args::CaptureArgs;
+use pipeline::cli::LiveSelection;
 use pipeline::signals;
 use pipeline::sink::PrintOrTrace;
 
-/// `FILE.i`: the output of ring `i` under --fanout.
-fn lane_path(path: &Path, i: usize) -> PathBuf {
-    let mut s = OsString::from(path.as_os_str());
-    s.push(format!(".{i}"));
-    PathBuf::from(s)
-}
-
-/// The profiler `--profile-interval` and `--profile-threshold` describe.
-fn profiler_config(args: &CaptureArgs) -> pipeline::Result<ProfilerConfig> {
-    let cfg = ProfilerConfig {
-        interval_ns: interval_ns(args.profile_interval, "--profile-interval")?,
-        threshold: args.profile_threshold,
-        ..ProfilerConfig::default()
-    };
-    cfg.validate()
-        .map_err(|e| Error::usage(format!("--profile: {e}")))?;
-    Ok(cfg)
-}
-
-fn check_args(args: &CaptureArgs, n: usize) -> pipeline::Result<()> {
-    if n == 0 {
-        return Err(Error::usage("--fanout must be at least 1"));
-    }
-    if n > 1 {
-        // One writer per ring: each needs a file of its own, and a count or
-        // a profile would need the rings to agree on an order they lack.
-        if args
-            .out
-            .write
-            .as_deref()
-            .is_none_or(|p| p.as_os_str() == "-")
-        {
-            return Err(Error::usage(
-                "--fanout needs -w FILE (each ring writes FILE.0, FILE.1, ...)",
-            ));
-        }
-        if args.count.is_some() || args.profile.is_some() {
-            return Err(Error::usage(
-                "--fanout does not work with -c or --profile (stop with --duration or Ctrl-C)",
-            ));
-        }
-    }
-    Ok(())
-}
-
 pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     let n = usize::from(args.fanout);
-    // The expression as libpcap compiles it for this interface, with the
-    // kernel's VLAN data, as `tcpdump -i` does; run by the kernel on every
-    // ring.
-    let expression = args.select.expression()?;
-    let expression_text = expression.as_ref().map(|e| e.text().to_string());
-    let kernel_filter = match (&expression, args.select.dump) {
-        (None, 0) => None,
-        (e, _) => Some(
-            bpf::libpcap::compile_live(
-                e.as_ref().map_or("", |e| e.text()),
-                &args.interface,
-                args.snaplen,
-            )
-            .map_err(|e| Error::usage(format!("{}: {e}", args.interface)))?,
-        ),
-    };
-    if args.select.dump > 0 {
-        let listing = bpf::dump(
-            kernel_filter.as_deref().unwrap_or_default(),
-            args.select.dump,
-        );
-        return crate::output::print_text(&listing).map(|()| Report::default());
-    }
-    check_args(args, n)?;
+    // The expression's program runs in the kernel on every ring.
+    let (expression, kernel_filter) =
+        match args.select.for_interface(&args.interface, args.snaplen)? {
+            LiveSelection::Listing(l) => return crate::output::print_text(&l),
+            LiveSelection::Packets {
+                expression,
+                program,
+            } => (expression, program),
+        };
+    let expression_text = expression.map(|e| e.text().to_string());
+    args.check(n)?;
     // Everything that can be checked is checked before the rings open.
     let filter = args
         .rules
@@ -121,7 +60,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     let profile = args
         .profile
         .is_some()
-        .then(|| profiler_config(args))
+        .then(|| args.profiler_config())
         .transpose()?;
     let user = args
         .user
@@ -148,7 +87,9 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
     // rotated ones included, then belongs to the same user.
     for i in 0..n {
         let out = match args.out.write.as_deref() {
-            Some(p) if n > 1 => PrintOrTrace::Trace(args.out.live_sink(&lane_path(p, i))?),
+            Some(p) if n > 1 => {
+                PrintOrTrace::Trace(args.out.live_sink(&pipeline::cli::lane_path(p, i))?)
+            }
             Some(p) => PrintOrTrace::Trace(args.out.live_sink(p)?),
             None => PrintOrTrace::Print(Printer::new(false, TimeFormat::Epoch)),
         };

@@ -14,6 +14,7 @@ use crate::args::{
     FilterArgs, FilterCommand, FilterExplainArgs, FilterLintArgs, FilterMatchArgs, FilterRunArgs,
     FilterV6Args,
 };
+use pipeline::cli::Selection;
 use pipeline::signals;
 
 pub fn run(args: &FilterArgs) -> pipeline::Result<Report> {
@@ -28,10 +29,10 @@ pub fn run(args: &FilterArgs) -> pipeline::Result<Report> {
 }
 
 fn filter_trace(args: &FilterRunArgs) -> pipeline::Result<Report> {
-    let expression = args.select.expression()?;
-    if let (Some(read), true) = (&args.read, args.select.dump > 0) {
-        return crate::output::print_listing(read, expression.as_ref(), args.select.dump);
-    }
+    let expression = match args.select.for_trace(args.read.as_deref())? {
+        Selection::Listing(l) => return crate::output::print_text(&l),
+        Selection::Packets(e) => e,
+    };
     let (Some(read), Some(rules_path)) = (&args.read, &args.rules) else {
         return Err(Error::usage("filter needs -r FILE and --rules FILE"));
     };

@@ -9,6 +9,7 @@ use synth::FrameSize;
 
 use crate::args::GenerateArgs;
 use crate::output::print_json;
+use pipeline::cli::Selection;
 use pipeline::signals;
 
 /// Bytes of the Ethernet frame check sequence, which the device adds.
@@ -34,17 +35,14 @@ pub fn run(args: &GenerateArgs) -> pipeline::Result<Report> {
     };
     let deadline = args.duration;
     // Open everything before the sender starts its clock.
-    let expression = args.select.expression()?;
-    match (&args.replay, args.select.dump > 0) {
-        (Some(path), true) => {
-            return crate::output::print_listing(path, expression.as_ref(), args.select.dump)
-        }
-        (None, _) if expression.is_some() || args.select.dump > 0 => {
-            return Err(Error::usage(
-                "a filter expression selects the packets of a trace to replay: give -r TRACE",
-            ))
-        }
-        _ => {}
+    let expression = match args.select.for_trace(args.replay.as_deref())? {
+        Selection::Listing(l) => return crate::output::print_text(&l),
+        Selection::Packets(e) => e,
+    };
+    if args.replay.is_none() && (expression.is_some() || args.select.dump > 0) {
+        return Err(Error::usage(
+            "a filter expression selects the packets of a trace to replay: give -r TRACE",
+        ));
     }
     let replay = match args.replay.as_deref() {
         Some(p) => Some(TraceSource::open(p)?.with_expression(expression)),

@@ -11,6 +11,7 @@ use pipeline::{
 };
 
 use crate::args::{ProfileArgs, SummaryFormatArg};
+use pipeline::cli::Selection;
 use pipeline::progress::TerminalProgress;
 use pipeline::signals;
 
@@ -22,14 +23,14 @@ enum Input {
 }
 
 pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
-    let expression = args.select.expression()?;
-    if !args.merge.is_empty() && (expression.is_some() || args.select.dump > 0) {
+    let expression = match args.select.for_trace(args.read.as_deref())? {
+        Selection::Listing(l) => return crate::output::print_text(&l),
+        Selection::Packets(e) => e,
+    };
+    if !args.merge.is_empty() && expression.is_some() {
         return Err(Error::usage(
             "a filter expression selects packets; --merge reads summaries",
         ));
-    }
-    if let (Some(path), true) = (args.read.as_deref(), args.select.dump > 0) {
-        return crate::output::print_listing(path, expression.as_ref(), args.select.dump);
     }
     let metric = match (args.bytes, args.packets, args.metric) {
         (true, _, _) | (_, _, Metric::Bytes) => Metric::Bytes,

@@ -9,15 +9,16 @@ use crate::args::ReadArgs;
 use pipeline::sink::lines::Printer;
 
 use crate::output::report_summary;
+use pipeline::cli::Selection;
 use pipeline::progress::TerminalProgress;
 use pipeline::signals;
 use pipeline::sink::PrintOrTrace;
 
 pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
-    let expression = args.select.expression()?;
-    if args.select.dump > 0 {
-        return crate::output::print_listing(&args.read, expression.as_ref(), args.select.dump);
-    }
+    let expression = match args.select.for_trace(Some(&args.read))? {
+        Selection::Listing(l) => return crate::output::print_text(&l),
+        Selection::Packets(e) => e,
+    };
     let time = |t: &Option<String>| t.as_deref().map(parse_time).transpose();
     let window = Window {
         since: time(&args.since).map_err(pipeline::Error::usage)?,

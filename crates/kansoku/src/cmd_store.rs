@@ -138,7 +138,7 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
                     continue;
                 }
                 let v = store::read(&c, &range.probes, a, b).map_err(error)?;
-                export(write, &v, &mut written)?;
+                pipeline::sink::summary::export_by_probe(write, &v, &mut written)?;
                 if day == u64::MAX {
                     break;
                 }
@@ -151,31 +151,4 @@ pub fn run(args: &StoreArgs) -> pipeline::Result<Report> {
         }
     }
     Ok(Report::default())
-}
-
-/// Writes `v` as DIR/PROBE/YYYYMMDD.HHMMSS.agr; `written` holds the files
-/// of this export so far.
-fn export(
-    write: &std::path::Path,
-    v: &[store::Stored],
-    written: &mut std::collections::HashSet<std::path::PathBuf>,
-) -> pipeline::Result<()> {
-    for st in v {
-        // Probe names were checked when read: never a path of their own.
-        let dir = write.join(&st.probe);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::output(display_path(&dir), &e))?;
-        // Two summaries starting in the same second get two files (a file
-        // from an earlier export is replaced).
-        let stamp = aguri::summary::file_stamp(st.summary.start_ns);
-        let mut f = dir.join(format!("{stamp}.agr"));
-        let mut k = 1;
-        while written.contains(&f) {
-            f = dir.join(format!("{stamp}.{k}.agr"));
-            k += 1;
-        }
-        std::fs::write(&f, st.summary.to_string())
-            .map_err(|e| Error::output(display_path(&f), &e))?;
-        written.insert(f);
-    }
-    Ok(())
 }

@@ -31,22 +31,12 @@ pub fn print_json(v: &impl Serialize) -> pipeline::Result<()> {
     Ok(())
 }
 
-/// Prints the filter expression's program for the trace at `path` as
-/// `tcpdump -d -r` does (`-dd`, `-ddd` by `level`); reads no packets.
-pub fn print_listing(
-    path: &std::path::Path,
-    expression: Option<&pipeline::Expression>,
-    level: u8,
-) -> pipeline::Result<pipeline::Report> {
-    let listing = pipeline::expression::listing_for_trace(path, expression, level)?;
-    print_text(&listing)?;
-    Ok(pipeline::Report::default())
-}
-
-/// `text` on standard output as it is.
-pub fn print_text(text: &str) -> pipeline::Result<()> {
+/// `text` (a program's listing) on standard output as it is: all a
+/// command asked `-d` does.
+pub fn print_text(text: &str) -> pipeline::Result<pipeline::Report> {
     io::stdout()
         .lock()
         .write_all(text.as_bytes())
-        .map_err(Error::stdout)
+        .map_err(Error::stdout)?;
+    Ok(pipeline::Report::default())
 }

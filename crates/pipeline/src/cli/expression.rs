@@ -1,11 +1,11 @@
 //! tcpdump's filter expression where tcpdump takes it: the trailing words
 //! of the command line, or `-F FILE`, and `-d` to print the program.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{ArgAction, Args};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::expression::Expression;
 
 /// The packets a command reads or captures, in tcpdump's filter language.
@@ -36,10 +36,64 @@ pub struct LastExpressionArgs {
     pub expression: Vec<String>,
 }
 
+/// What a command that reads packets is asked for: the program listed
+/// (`-d`), which is all it does then, or the packets an expression keeps
+/// (every packet without one).
+pub enum Selection {
+    Listing(String),
+    Packets(Option<Expression>),
+}
+
+/// What a live capture is asked for: the program listed (`-d`), or the
+/// packets the kernel's program keeps (every packet without one).
+pub enum LiveSelection {
+    Listing(String),
+    Packets {
+        expression: Option<Expression>,
+        program: Option<Vec<bpf::Insn>>,
+    },
+}
+
 impl ExpressionArgs {
     /// The expression given, if any.
     pub fn expression(&self) -> Result<Option<Expression>> {
         read_expression(self.expression_file.as_deref(), &self.expression)
+    }
+
+    /// For a command reading the trace at `path`: with `-d`, the program of
+    /// its first interface, listed as `tcpdump -d -r` lists it.
+    pub fn for_trace(&self, path: Option<&Path>) -> Result<Selection> {
+        let expression = self.expression()?;
+        match (path, self.dump) {
+            (Some(path), 1..) => Ok(Selection::Listing(crate::expression::listing_for_trace(
+                path,
+                expression.as_ref(),
+                self.dump,
+            )?)),
+            _ => Ok(Selection::Packets(expression)),
+        }
+    }
+
+    /// For a capture on `interface`: the program libpcap compiles for it
+    /// (with the kernel's VLAN data, as `tcpdump -i` does), or its listing.
+    pub fn for_interface(&self, interface: &str, snaplen: u32) -> Result<LiveSelection> {
+        let expression = self.expression()?;
+        if expression.is_none() && self.dump == 0 {
+            return Ok(LiveSelection::Packets {
+                expression,
+                program: None,
+            });
+        }
+        let text = expression.as_ref().map_or("", Expression::text);
+        let program = bpf::libpcap::compile_live(text, interface, snaplen)
+            .map_err(|e| Error::usage(format!("{interface}: {e}")))?;
+        Ok(match self.dump {
+            0 => LiveSelection::Packets {
+                expression,
+                program: Some(program),
+            },
+            level => LiveSelection::Listing(bpf::dump(&program, level)),
+        })
     }
 }
 

@@ -4,7 +4,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::ffi::OsString;
+use std::path::Path;
+
+use aguri::ProfilerConfig;
 use clap::Args;
+
+use crate::error::{Error, Result};
+use crate::stage::profile::interval_ns;
 
 use super::{ExpressionArgs, OutputArgs, StoreOpts, VerifyArgs};
 use synth::cli::PatternArgs;
@@ -125,13 +132,63 @@ pub struct GenerateArgs {
 /// Seconds as a number (`2.5`), finite, from 0 to a year: a usage error,
 /// never a panic, otherwise (Duration::from_secs_f64 panics on
 /// `1e300`, `-1` and `NaN`).
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+fn parse_seconds(s: &str) -> std::result::Result<Duration, String> {
     const YEAR: f64 = 365.0 * 86400.0;
     match s.parse::<f64>() {
         Ok(v) if (0.0..=YEAR).contains(&v) => {
             Duration::try_from_secs_f64(v).map_err(|e| format!("{s:?}: {e}"))
         }
         _ => Err(format!("{s:?}: a number of seconds from 0 to {YEAR}")),
+    }
+}
+
+/// `FILE.i`: the output of ring `i` under --fanout.
+pub fn lane_path(path: &Path, i: usize) -> PathBuf {
+    let mut s = OsString::from(path.as_os_str());
+    s.push(format!(".{i}"));
+    PathBuf::from(s)
+}
+
+impl CaptureArgs {
+    /// The profiler `--profile-interval` and `--profile-threshold` describe.
+    pub fn profiler_config(&self) -> Result<ProfilerConfig> {
+        let args = self;
+        let cfg = ProfilerConfig {
+            interval_ns: interval_ns(args.profile_interval, "--profile-interval")?,
+            threshold: args.profile_threshold,
+            ..ProfilerConfig::default()
+        };
+        cfg.validate()
+            .map_err(|e| Error::usage(format!("--profile: {e}")))?;
+        Ok(cfg)
+    }
+
+    /// What cannot be checked by clap: `--fanout n` with what it needs.
+    pub fn check(&self, n: usize) -> Result<()> {
+        let args = self;
+        if n == 0 {
+            return Err(Error::usage("--fanout must be at least 1"));
+        }
+        if n > 1 {
+            // One writer per ring: each needs a file of its own, and a count or
+            // a profile would need the rings to agree on an order they lack.
+            if args
+                .out
+                .write
+                .as_deref()
+                .is_none_or(|p| p.as_os_str() == "-")
+            {
+                return Err(Error::usage(
+                    "--fanout needs -w FILE (each ring writes FILE.0, FILE.1, ...)",
+                ));
+            }
+            if args.count.is_some() || args.profile.is_some() {
+                return Err(Error::usage(
+                    "--fanout does not work with -c or --profile (stop with --duration or Ctrl-C)",
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

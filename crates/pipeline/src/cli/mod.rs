@@ -10,8 +10,8 @@ mod output;
 mod profile;
 mod store;
 
-pub use expression::{ExpressionArgs, LastExpressionArgs};
-pub use live::{CaptureArgs, GenerateArgs};
+pub use expression::{ExpressionArgs, LastExpressionArgs, LiveSelection, Selection};
+pub use live::{lane_path, CaptureArgs, GenerateArgs};
 pub use output::{OutputArgs, PrecisionArg, StoreOpts, VerifyArgs};
 pub use profile::{ProfileArgs, SummaryFormatArg};
 pub use store::{StoreAction, StoreArgs, StoreRange};

@@ -239,6 +239,34 @@ impl SummarySink {
     }
 }
 
+/// Writes the store's summaries `v` as WRITE/PROBE/YYYYMMDD.HHMMSS.agr
+/// (`kansoku store export`); `written` holds the files of this export so
+/// far, so that two summaries starting in the same second get two files.
+pub fn export_by_probe(
+    write: &std::path::Path,
+    v: &[store::Stored],
+    written: &mut std::collections::HashSet<std::path::PathBuf>,
+) -> Result<()> {
+    for st in v {
+        // Probe names were checked when read: never a path of their own.
+        let dir = write.join(&st.probe);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::output(display_path(&dir), &e))?;
+        // Two summaries starting in the same second get two files (a file
+        // from an earlier export is replaced).
+        let stamp = file_stamp(st.summary.start_ns);
+        let mut f = dir.join(format!("{stamp}.agr"));
+        let mut k = 1;
+        while written.contains(&f) {
+            f = dir.join(format!("{stamp}.{k}.agr"));
+            k += 1;
+        }
+        std::fs::write(&f, st.summary.to_string())
+            .map_err(|e| Error::output(display_path(&f), &e))?;
+        written.insert(f);
+    }
+    Ok(())
+}
+
 /// The summary files named, directories expanded to their files in name order.
 pub fn summary_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
