@@ -208,6 +208,10 @@ pub struct BenchCaptureArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// A tcpdump filter expression every capture runs in the kernel (kansoku and its peers alike); a point's rate
+    /// then counts the sent frames it matches (those of the generator's own log of the same frames).
+    #[arg(long, value_name = "EXPRESSION")]
+    pub expression: Option<String>,
 }
 
 /// `kansoku bench capture-worker` (hidden): what `bench capture` runs in its
@@ -257,6 +261,10 @@ pub struct CaptureWorkerArgs {
     /// Print the final counters as JSON.
     #[arg(long)]
     pub json: bool,
+    /// A tcpdump filter expression, compiled by libpcap for the interface and run by the kernel on the ring
+    /// (as `kansoku capture -i IF EXPRESSION`).
+    #[arg(long, value_name = "EXPRESSION", conflicts_with = "xdp")]
+    pub expression: Option<String>,
 }
 
 /// Where the capture worker's XDP program runs.

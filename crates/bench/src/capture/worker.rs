@@ -144,6 +144,12 @@ fn capture_into<W: Write + Send>(
         block_size: a
             .ring_block_kib
             .map_or_else(|| RingConfig::auto_block_size(ring_bytes), |k| k << 10),
+        filter: a
+            .expression
+            .as_deref()
+            .map(|e| bpf::libpcap::compile_live(e, &a.interface, DEFAULT_SNAPLEN))
+            .transpose()
+            .map_err(|e| Error::usage(format!("--expression on {}: {e}", a.interface)))?,
         ..RingConfig::default()
     };
     let ring = TpacketRing::open(&ring_cfg)
@@ -471,7 +477,7 @@ mod tests {
             ("--compress zstd", "blocks.pcap.zst"),
         ] {
             let file = dir.path().join(name);
-            let mut cmd = helper("worker::tests::helper_worker");
+            let mut cmd = helper("capture::worker::tests::helper_worker");
             cmd.env(
                 WORKER_ENV,
                 format!("-i {} -w {} {flags} --json", ns.rx, file.display()),
@@ -481,8 +487,11 @@ mod tests {
                 .unwrap()
                 .wait_listening(std::time::Duration::from_secs(15), "worker")
                 .unwrap();
-            must(helper("worker::tests::helper_send").env(SEND_ENV, format!("{} 300", ns.tx)))
-                .unwrap();
+            must(
+                helper("capture::worker::tests::helper_send")
+                    .env(SEND_ENV, format!("{} 300", ns.tx)),
+            )
+            .unwrap();
             std::thread::sleep(std::time::Duration::from_millis(300));
             worker.interrupt().unwrap();
             let end = worker.wait().unwrap();

@@ -233,6 +233,16 @@ pub enum CapturePeer {
     Netsniff,
 }
 
+/// How a capture program is run: into a pipe (behind the emulated disk)
+/// or into its own file, with a ring of `ring_mib`, and a tcpdump filter
+/// expression if one is given.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerCapture<'a> {
+    pub to_pipe: bool,
+    pub ring_mib: usize,
+    pub expression: Option<&'a str>,
+}
+
 impl CapturePeer {
     pub fn name(self) -> &'static str {
         match self {
@@ -263,9 +273,13 @@ impl CapturePeer {
         cpu: Option<usize>,
         interface: &str,
         file: &Path,
-        to_pipe: bool,
-        ring_mib: usize,
+        how: &PeerCapture<'_>,
     ) -> Result<Command> {
+        let PeerCapture {
+            to_pipe,
+            ring_mib,
+            expression,
+        } = *how;
         let program = self
             .program()
             .ok_or_else(|| Error::input(format!("{} is not installed", self.name())))?;
@@ -278,6 +292,7 @@ impl CapturePeer {
             CapturePeer::Tcpdump => {
                 let mut cmd = ns.command_on(cpu, program);
                 tcpdump_args(&mut cmd, interface, file, to_pipe, ring_mib);
+                cmd.args(expression);
                 return Ok(cmd);
             }
             CapturePeer::Dumpcap => {
@@ -286,6 +301,9 @@ impl CapturePeer {
                     .arg(ring_mib.to_string())
                     .arg("-w")
                     .arg(out);
+                if let Some(e) = expression {
+                    cmd.args(["-f", e]);
+                }
                 cmd
             }
             CapturePeer::Netsniff => {
@@ -299,6 +317,9 @@ impl CapturePeer {
                     .arg(format!("{ring_mib}MiB"))
                     .arg("--out")
                     .arg(out);
+                if let Some(e) = expression {
+                    cmd.args(["--filter", e]);
+                }
                 cmd
             }
         };
