@@ -687,6 +687,49 @@ wait $pid
     );
 }
 
+#[test]
+fn with_fanout_every_ring_runs_the_expression() {
+    // Untagged frames, where a trace's program and the kernel's agree: what
+    // the rings write together is what `read` keeps of the sent frames.
+    let expr = "ip6 or (udp and src portrange 1024-20000)";
+    let Some(dir) = netns_test(&format!(
+        r#"
+$K capture -i kcb --fanout 2 -w "$DIR/f.pcap" --compress none --json '{expr}' > "$DIR/f.json" 2> "$DIR/f.err" &
+pid=$!
+wait_listening "$DIR/f.err"
+$K generate -i kca -c 20000 --pps 20000 --ip mix -w "$DIR/sent.pcap" --compress none > /dev/null
+sleep 0.5
+kill -INT $pid
+wait $pid
+$K read -r "$DIR/sent.pcap" -w "$DIR/want.pcap" --compress none '{expr}'
+"#
+    )) else {
+        return;
+    };
+    let stats = json(dir.path().join("f.json"));
+    assert_accounting(&stats);
+    assert_eq!(stats["rings"], 2, "{stats}");
+    assert_eq!(stats["expression"], expr, "{stats}");
+    let mut want = sent_frames(&dir.path().join("want.pcap"));
+    assert!(want.len() > 2000 && want.len() < 18000, "{}", want.len());
+    assert_eq!(stats["kernel_packets"], want.len() as u64, "{stats}");
+    let f0 = sent_frames(&dir.path().join("f.pcap.0"));
+    let f1 = sent_frames(&dir.path().join("f.pcap.1"));
+    assert!(
+        !f0.is_empty() && !f1.is_empty(),
+        "{} and {}",
+        f0.len(),
+        f1.len()
+    );
+    let mut got: Vec<Vec<u8>> = f0.into_iter().chain(f1).collect();
+    got.sort();
+    want.sort();
+    assert!(
+        got == want,
+        "the two rings together do not hold what the expression keeps"
+    );
+}
+
 /// Regression: the writer's queue used to hold 32 ring *blocks*, and at low
 /// rates the kernel retires a block every 10 ms with a few packets in it, so
 /// a slow disk lost packets at a few thousand packets a second. Sized in
