@@ -16,6 +16,7 @@ use crate::args::{
 };
 use pipeline::cli::Selection;
 use pipeline::signals;
+use pipeline::source::dir::run_path;
 
 pub fn run(args: &FilterArgs) -> pipeline::Result<Report> {
     match &args.command {
@@ -48,8 +49,8 @@ fn filter_trace(args: &FilterRunArgs) -> pipeline::Result<Report> {
         .as_deref()
         .map(|p| args.out.sink(p))
         .transpose()?;
-    let mut source = pipeline::TraceSource::open(read)?.with_expression(expression);
-    let mut report = pipeline::run(&mut source, &mut chain, Control::new(signals::stop_flag()));
+    let (window, stop) = (Default::default(), signals::stop_flag());
+    let mut report = run_path(read, window, expression.as_ref(), &mut chain, stop)?;
     for sink in [chain.passed, chain.rejected].into_iter().flatten() {
         if let Err(e) = sink.finish() {
             report.failed(e);

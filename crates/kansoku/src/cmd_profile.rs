@@ -7,19 +7,22 @@ use aguri::{Metric, ProfilerConfig};
 use pipeline::stage::profile::interval_ns;
 use pipeline::{
     read_summaries, Archive, Chain, Control, Discard, Error, ProfileStage, Report, SplitSource,
-    Stages, SummaryFormat, SummarySink, SummaryWriter, TraceSource,
+    Stages, SummaryFormat, SummarySink, SummaryWriter, TraceSource, Window,
 };
 
 use crate::args::{ProfileArgs, SummaryFormatArg};
 use pipeline::cli::Selection;
 use pipeline::progress::TerminalProgress;
 use pipeline::signals;
+use pipeline::source::dir::run_dir;
 
 /// Where `profile -r` reads its packets from.
 #[allow(clippy::large_enum_variant)] // one, for the whole run
 enum Input {
     Split(SplitSource),
     Plain(TraceSource),
+    /// A directory of traces, in time order.
+    Dir(Option<pipeline::Expression>),
 }
 
 pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
@@ -129,12 +132,13 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     // An uncompressed pcap file (indexed or not) or pcapng file (not
     // indexed) is read on two threads, the rest on one; with a filter
     // expression, on one, which runs it over every packet.
-    let split = match &expression {
-        None => SplitSource::open(path),
-        Some(_) => None,
+    let split = match (&expression, path.is_dir()) {
+        (None, false) => SplitSource::open(path),
+        _ => None,
     };
     let mut input = match split {
         Some(s) => Input::Split(s),
+        None if path.is_dir() => Input::Dir(expression),
         None => Input::Plain(TraceSource::open(path)?.with_expression(expression)),
     };
     let cfg = ProfilerConfig {
@@ -153,6 +157,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     let size = match &input {
         Input::Split(s) => s.size(),
         Input::Plain(s) => s.size(),
+        Input::Dir(_) => None,
     };
     let progress = TerminalProgress::new(size, true).with_store(fleet.as_ref().map(|f| f.stats()));
     let ctl = Control {
@@ -162,6 +167,7 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     let mut report = match &mut input {
         Input::Split(s) => pipeline::run(s, &mut chain, ctl),
         Input::Plain(s) => pipeline::run(s, &mut chain, ctl),
+        Input::Dir(e) => run_dir(path, Window::default(), e.as_ref(), &mut chain, ctl.stop)?,
     };
     progress.finish();
     // What was read is summarized and written before anything is reported.

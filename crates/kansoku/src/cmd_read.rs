@@ -13,6 +13,7 @@ use pipeline::cli::Selection;
 use pipeline::progress::TerminalProgress;
 use pipeline::signals;
 use pipeline::sink::PrintOrTrace;
+use pipeline::source::dir::run_dir;
 
 pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
     let expression = match args.select.for_trace(Some(&args.read))? {
@@ -28,6 +29,19 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
         Some(t) => PrintOrTrace::Trace(t),
         None => PrintOrTrace::Print(Printer::new(args.json, args.time.into())),
     };
+    if args.read.is_dir() {
+        // A directory of traces, read as one in time order.
+        let mut chain = Chain::new(Stages::default(), Some(out));
+        chain.limit = args.count;
+        let r = run_dir(
+            &args.read,
+            window,
+            expression.as_ref(),
+            &mut chain,
+            signals::stop_flag(),
+        );
+        return close(chain.passed, r?, args.json);
+    }
     let mut source = TraceSource::open_window(&args.read, window)?.with_expression(expression);
     // From a pipe: a quiet input's partial block reaches the file (or its
     // lines the terminal) within the idle time.
@@ -41,17 +55,9 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
         stop: signals::stop_flag(),
         progress: Some(&progress),
     };
-    let mut report = pipeline::run(&mut source, &mut chain, ctl);
+    let report = pipeline::run(&mut source, &mut chain, ctl);
     progress.finish();
-    // Close the output before reporting anything: nothing written is lost.
-    if let Some(out) = chain.passed {
-        let closed = out
-            .close()
-            .and_then(|s| s.map_or(Ok(()), |s| report_summary(&s, args.json)));
-        if let Err(e) = closed {
-            report.failed(e);
-        }
-    }
+    let report = close(chain.passed, report, args.json)?;
     let name = pipeline::display_path(&args.read);
     match source.window_stats() {
         Some(w) if w.indexed && source.windowed() => eprintln!(
@@ -69,6 +75,19 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
             eprintln!("kansoku: {name}: no seek index; read the whole trace for the time window")
         }
         _ => {}
+    }
+    Ok(report)
+}
+
+/// Closes the output before anything is reported: nothing written is lost.
+fn close(out: Option<PrintOrTrace>, mut report: Report, json: bool) -> pipeline::Result<Report> {
+    if let Some(out) = out {
+        let closed = out
+            .close()
+            .and_then(|s| s.map_or(Ok(()), |s| report_summary(&s, json)));
+        if let Err(e) = closed {
+            report.failed(e);
+        }
     }
     Ok(report)
 }

@@ -13,7 +13,9 @@ pub fn run(args: &StatsArgs) -> pipeline::Result<Report> {
     let mut report = Report::default();
     let mut all = Vec::new();
     let expression = args.select.expression()?;
-    for path in &args.files {
+    // A directory's traces, each apart, in time order.
+    let files = pipeline::source::dir::expand(&args.files, &mut report.warnings)?;
+    for path in &files {
         let mut source = TraceSource::open(path)?.with_expression(expression.clone());
         let progress = TerminalProgress::new(source.size(), true);
         let mut census = Census::default();

@@ -202,3 +202,23 @@ pub fn namespaces() -> String {
         .expect("ip netns list");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// tcpdump's view of the packets of `path`: one line per packet with its
+/// time and bytes (times in microseconds, which is what tcpdump writes
+/// whatever the file it read; kansoku keeps nanoseconds where it read them).
+pub fn tcpdump_dump(path: &Path) -> String {
+    let out = Command::new("tcpdump")
+        .args([
+            "-r",
+            p(path),
+            "-nn",
+            "-tt",
+            "--time-stamp-precision=micro",
+            "-xx",
+        ])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .expect("tcpdump");
+    assert!(out.status.success(), "tcpdump -r {}", path.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

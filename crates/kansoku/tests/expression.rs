@@ -305,26 +305,6 @@ fn traces(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// tcpdump's view of the packets of `path`: one line per packet with its
-/// time and bytes (times in microseconds, which is what tcpdump writes
-/// whatever the file it read; kansoku keeps nanoseconds where it read them).
-fn dump(path: &Path) -> String {
-    let out = Command::new("tcpdump")
-        .args([
-            "-r",
-            p(path),
-            "-nn",
-            "-tt",
-            "--time-stamp-precision=micro",
-            "-xx",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .expect("tcpdump");
-    assert!(out.status.success(), "tcpdump -r {}", path.display());
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Fails with the first line where two dumps differ (not the whole dumps,
 /// which run to megabytes).
 fn assert_same(got: &str, want: &str, what: &str) {
@@ -354,7 +334,7 @@ fn tcpdump_keeps(trace: &Path, expr: &str, out: &Path) -> Option<String> {
         .stderr(Stdio::null())
         .status()
         .expect("tcpdump");
-    status.success().then(|| dump(out))
+    status.success().then(|| tcpdump_dump(out))
 }
 
 fn require_tcpdump() -> bool {
@@ -395,7 +375,7 @@ fn read_keeps_what_tcpdump_keeps_on_every_link_type() {
                         "{what}: {}",
                         String::from_utf8_lossy(&got.stderr)
                     );
-                    assert_same(&dump(&ours), &want, &what);
+                    assert_same(&tcpdump_dump(&ours), &want, &what);
                     compared += 1;
                 }
                 None => {
@@ -463,7 +443,7 @@ fn compressed_files_and_standard_input_keep_the_same_packets() {
                     expr,
                 ]);
                 assert_same(
-                    &dump(&out),
+                    &tcpdump_dump(&out),
                     &want,
                     &format!("{} {codec} `{expr}`", trace.display()),
                 );
@@ -500,7 +480,7 @@ fn compressed_files_and_standard_input_keep_the_same_packets() {
         .write_all(&std::fs::read(&qinq).unwrap())
         .unwrap();
     assert!(child.wait().unwrap().success());
-    assert_same(&dump(&out), &want, "standard input");
+    assert_same(&tcpdump_dump(&out), &want, "standard input");
 }
 
 #[test]

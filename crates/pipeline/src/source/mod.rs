@@ -14,6 +14,7 @@
 //! A trace replayed on the wire (`kansoku generate -r`) is a
 //! [`trace::TraceSource`] into the sender sink.
 
+pub mod dir;
 pub mod headers;
 pub mod lane;
 pub mod split;
