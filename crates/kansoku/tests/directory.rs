@@ -93,6 +93,13 @@ fn a_directory_reads_as_the_trace_it_was_cut_from() {
         err.contains("README") && err.contains("not a trace"),
         "{err}"
     );
+    // -d lists the program of its first trace.
+    let listing = lines(&["read", "-r", p(&dir), "-d", "udp port 53"]);
+    assert!(listing.contains("ret"), "{listing}");
+    assert_eq!(
+        listing,
+        lines(&["read", "-r", p(&whole), "-d", "udp port 53"])
+    );
 
     // An expression and a time window, the same as on the whole trace.
     let expr = "ip6 or udp portrange 1024-30000";

@@ -49,8 +49,7 @@ impl Expression {
         snaplen: u32,
         big_endian: bool,
     ) -> Result<Vec<bpf::Insn>> {
-        bpf::libpcap::compile_for_trace(&self.text, u16::from(link_type), snaplen, big_endian)
-            .map_err(|e| Error::usage(format!("expression `{}`: {e}", self.text)))
+        compile_text(&self.text, link_type, snaplen, big_endian)
     }
 
     /// [`compile`](Self::compile), validated for the interpreter.
@@ -140,11 +139,39 @@ impl Selector {
 /// The program of `expression` (every packet without one) for the first
 /// interface of the trace at `path`, listed as `tcpdump -d -r FILE` lists it
 /// (`level` 1: `-d`, 2: `-dd`, 3 and more: `-ddd`).
+/// `text` compiled as `tcpdump -r` compiles it for a file of `link_type`,
+/// `snaplen` and that byte order; an error in libpcap's words is a usage
+/// error naming the expression.
+fn compile_text(
+    text: &str,
+    link_type: LinkType,
+    snaplen: u32,
+    big_endian: bool,
+) -> Result<Vec<bpf::Insn>> {
+    bpf::libpcap::compile_for_trace(text, u16::from(link_type), snaplen, big_endian)
+        .map_err(|e| Error::usage(format!("expression `{text}`: {e}")))
+}
+
 pub fn listing_for_trace(
     path: &std::path::Path,
     expression: Option<&Expression>,
     level: u8,
 ) -> Result<String> {
+    // A directory's program is the one of its first trace in time order.
+    let first;
+    let path = if path.is_dir() {
+        let mut left_out = Vec::new();
+        let paths = crate::source::dir::trace_paths_in(path, Default::default(), &mut left_out)?;
+        first = paths.into_iter().next().ok_or_else(|| {
+            Error::input(format!(
+                "{}: no traces in the directory",
+                crate::error::display_path(path)
+            ))
+        })?;
+        first.as_path()
+    } else {
+        path
+    };
     let name = crate::error::display_path(path);
     let opened = if path.as_os_str() == "-" {
         trace::TraceReader::from_read(Box::new(std::io::stdin()))
@@ -159,15 +186,8 @@ pub fn listing_for_trace(
             .map_err(|e| Error::input(format!("{name}: {e}")))?
         {
             Some(Record::Interface(i)) => {
-                let (link_type, snaplen) = (i.link_type, i.snaplen);
                 let text = expression.map_or("", Expression::text);
-                let insns = bpf::libpcap::compile_for_trace(
-                    text,
-                    u16::from(link_type),
-                    snaplen,
-                    big_endian,
-                )
-                .map_err(|e| Error::usage(format!("expression `{text}`: {e}")))?;
+                let insns = compile_text(text, i.link_type, i.snaplen, big_endian)?;
                 return Ok(bpf::dump(&insns, level));
             }
             Some(_) => {}
