@@ -649,6 +649,22 @@ wait $b
     assert!(printed.is_empty(), "{printed}");
 }
 
+/// The frames of a two-ring fanout capture's files `f.pcap.0` and
+/// `f.pcap.1` together, sorted; each ring must have written some.
+fn fanout_frames(dir: &Path) -> Vec<Vec<u8>> {
+    let f0 = sent_frames(&dir.join("f.pcap.0"));
+    let f1 = sent_frames(&dir.join("f.pcap.1"));
+    assert!(
+        !f0.is_empty() && !f1.is_empty(),
+        "{} and {}",
+        f0.len(),
+        f1.len()
+    );
+    let mut got: Vec<Vec<u8>> = f0.into_iter().chain(f1).collect();
+    got.sort();
+    got
+}
+
 #[test]
 fn fanout_over_two_rings_captures_every_packet_once() {
     let Some(dir) = netns_test(
@@ -669,17 +685,8 @@ wait $pid
     assert_eq!(stats["rings"], 2, "{stats}");
     assert_eq!(stats["kernel_packets"], 20_000, "{stats}");
     assert_eq!(stats["written"], 20_000, "{stats}");
-    let f0 = sent_frames(&dir.path().join("f.pcap.0"));
-    let f1 = sent_frames(&dir.path().join("f.pcap.1"));
-    assert!(
-        !f0.is_empty() && !f1.is_empty(),
-        "{} and {}",
-        f0.len(),
-        f1.len()
-    );
-    let mut got: Vec<Vec<u8>> = f0.into_iter().chain(f1).collect();
+    let got = fanout_frames(dir.path());
     let mut sent = sent_frames(&dir.path().join("sent.pcap"));
-    got.sort();
     sent.sort();
     assert!(
         got == sent,
@@ -713,16 +720,7 @@ $K read -r "$DIR/sent.pcap" -w "$DIR/want.pcap" --compress none '{expr}'
     let mut want = sent_frames(&dir.path().join("want.pcap"));
     assert!(want.len() > 2000 && want.len() < 18000, "{}", want.len());
     assert_eq!(stats["kernel_packets"], want.len() as u64, "{stats}");
-    let f0 = sent_frames(&dir.path().join("f.pcap.0"));
-    let f1 = sent_frames(&dir.path().join("f.pcap.1"));
-    assert!(
-        !f0.is_empty() && !f1.is_empty(),
-        "{} and {}",
-        f0.len(),
-        f1.len()
-    );
-    let mut got: Vec<Vec<u8>> = f0.into_iter().chain(f1).collect();
-    got.sort();
+    let got = fanout_frames(dir.path());
     want.sort();
     assert!(
         got == want,
