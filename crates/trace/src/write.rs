@@ -41,6 +41,9 @@ use crate::format::{pcap, pcapng, Codec};
 use crate::index::{self, IndexEntry, IndexWriter, FLAG_END, FLAG_METADATA, FLAG_RAW};
 use crate::record::{Interface, Packet, PacketKind, Record, Section, TsResolution};
 
+mod coalesced;
+use coalesced::Coalesced;
+
 /// The trace format inside the compression.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -236,6 +239,13 @@ pub struct WriterConfig {
     /// block back, so that a write the file system makes wait (dirty-page
     /// throttling, a slow disk) never holds the ring.
     pub write_on_release: bool,
+    /// A file's writes are made by a thread of their own while the caller
+    /// goes on gathering records ([`TraceWriter::create`] only; not with
+    /// `sync` or a `write_bytes` of 0). At most four gathered writes wait
+    /// for it; errors surface at the next write or flush. For copies of
+    /// traces (`read -w`), where the write into the page cache is most of
+    /// the work and a second core is idle.
+    pub write_thread: bool,
 }
 
 /// Bytes the writer gathers chunks into by default ([`WriterConfig::write_bytes`]).
@@ -270,6 +280,7 @@ impl Default for WriterConfig {
             compress_when: CompressWhen::Always,
             write_bytes: DEFAULT_WRITE_BYTES,
             write_on_release: false,
+            write_thread: false,
         }
     }
 }
@@ -457,6 +468,10 @@ impl TraceWriter<File> {
         w.index = index;
         if sync {
             w.sync = Some(File::sync_data);
+        } else if w.cfg.write_thread {
+            w.sink
+                .start_thread()
+                .map_err(|e| Error::io("starting the trace's write thread", e))?;
         }
         Ok(w)
     }
@@ -856,13 +871,26 @@ impl<W: Write> TraceWriter<W> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let header_len = self.begin_into(&mut out);
+        if matches!(self.enc, ChunkEncoder::None) && header_len == 0 && len == self.block.len() {
+            // Uncompressed, the block is the chunk as the file takes it:
+            // handed over as it is, not copied.
+            std::mem::swap(&mut out, &mut self.block);
+            let rep = ChunkReport {
+                blocks: 1,
+                raw_blocks: 1,
+                ..ChunkReport::default()
+            };
+            let r = self.write_chunk(&mut out, 0, len, c, rep);
+            self.out = out;
+            return r;
+        }
         let chunk = &self.block[..len];
         let encoded = if compress {
             self.enc.encode_chunk(chunk, &mut out)
         } else {
             self.enc.store_chunk(chunk, &mut out)
         };
-        let r = encoded.and_then(|rep| self.write_chunk(&out, header_len, len, c, rep));
+        let r = encoded.and_then(|rep| self.write_chunk(&mut out, header_len, len, c, rep));
         self.out = out;
         if len == self.block.len() {
             self.block.clear();
@@ -887,16 +915,17 @@ impl<W: Write> TraceWriter<W> {
     /// `header_len` bytes are the stream header), then its index entry.
     fn write_chunk(
         &mut self,
-        out: &[u8],
+        out: &mut Vec<u8>,
         header_len: usize,
         len: usize,
         c: ChunkState,
         rep: ChunkReport,
     ) -> Result<()> {
+        let out_len = out.len();
         let t = std::time::Instant::now();
         // Through to the file while the economy has no measure of it yet.
         let through = self.economy.as_ref().is_some_and(|e| !e.write_measured());
-        self.sink.put(out, through).map_err(|e| {
+        self.sink.put_owned(out, through).map_err(|e| {
             Error::io(
                 format!(
                     "writing chunk {} at file offset {}",
@@ -909,7 +938,7 @@ impl<W: Write> TraceWriter<W> {
             sync(&self.sink.inner).map_err(|e| Error::io("syncing the trace", e))?;
         }
         let write_ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let stored = out.len() - header_len;
+        let stored = out_len - header_len;
         if rep.encode_ns > 0 {
             self.stats.compressed_in += len as u64;
             self.stats.compressed_out += stored as u64;
@@ -933,7 +962,7 @@ impl<W: Write> TraceWriter<W> {
         }
         let entry = IndexEntry {
             comp_offset: self.comp_offset + header_len as u64,
-            comp_len: (out.len() - header_len) as u64,
+            comp_len: (out_len - header_len) as u64,
             decomp_offset: self.decomp_offset,
             decomp_len: len as u64,
             first_ts: c.first_ts,
@@ -942,10 +971,10 @@ impl<W: Write> TraceWriter<W> {
             flags,
             crc: Some(c.crc),
         };
-        self.comp_offset += out.len() as u64;
+        self.comp_offset += out_len as u64;
         self.decomp_offset += len as u64;
         self.stats.bytes_in += len as u64;
-        self.stats.bytes_out += out.len() as u64;
+        self.stats.bytes_out += out_len as u64;
         self.stats.chunks += 1;
         self.stats.blocks += rep.blocks;
         self.stats.raw_blocks += rep.raw_blocks;
@@ -1023,7 +1052,7 @@ impl<W: Write> TraceWriter<W> {
                 return Err(failed_before());
             }
             let wait = all || pool.is_full();
-            let Done { job, result } = match pool.next(wait) {
+            let Done { mut job, result } = match pool.next(wait) {
                 Ok(Some(d)) => d,
                 Ok(None) => return Ok(()),
                 Err(e) => {
@@ -1033,7 +1062,7 @@ impl<W: Write> TraceWriter<W> {
             };
             let r = result.and_then(|rep| match job.work {
                 Work::Chunk | Work::Store => self.write_chunk(
-                    &job.out,
+                    &mut job.out,
                     job.meta.header_len,
                     job.input.len(),
                     job.meta.chunk,
@@ -1050,102 +1079,6 @@ impl<W: Write> TraceWriter<W> {
                 return Err(e);
             }
         }
-    }
-}
-
-/// The trace's file (or any sink), with chunks gathered into writes of at
-/// least `cap` bytes ([`WriterConfig::write_bytes`]).
-struct Coalesced<W: Write> {
-    inner: W,
-    buf: Vec<u8>,
-    cap: usize,
-    /// Wait for [`TraceWriter::release`] up to `4 * cap`.
-    on_release: bool,
-    /// The last write that reached `inner`: bytes and nanoseconds.
-    last_write: Option<(usize, u64)>,
-}
-
-impl<W: Write> Coalesced<W> {
-    fn new(inner: W, cap: usize, on_release: bool) -> Coalesced<W> {
-        Coalesced {
-            inner,
-            buf: Vec::new(),
-            cap,
-            on_release,
-            last_write: None,
-        }
-    }
-
-    /// Writes `data` to `inner` and times it.
-    fn write_timed(inner: &mut W, data: &[u8], last: &mut Option<(usize, u64)>) -> io::Result<()> {
-        let t = std::time::Instant::now();
-        inner.write_all(data)?;
-        *last = Some((
-            data.len(),
-            u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX),
-        ));
-        Ok(())
-    }
-
-    /// Adds a chunk's bytes; `through` writes them (and what was gathered
-    /// before them) to `inner` at once.
-    fn put(&mut self, data: &[u8], through: bool) -> io::Result<()> {
-        if self.cap == 0 || (self.buf.is_empty() && (through || data.len() >= self.cap)) {
-            return Self::write_timed(&mut self.inner, data, &mut self.last_write);
-        }
-        if self.buf.capacity() == 0 {
-            self.buf.reserve_exact(self.cap + data.len());
-        }
-        self.buf.extend_from_slice(data);
-        let full = if self.on_release {
-            4 * self.cap
-        } else {
-            self.cap
-        };
-        if through || self.buf.len() >= full {
-            self.drain()?;
-        }
-        Ok(())
-    }
-
-    /// Writes what is gathered if it makes a write of `cap` bytes.
-    fn release(&mut self) -> io::Result<()> {
-        if self.buf.len() >= self.cap {
-            self.drain()?;
-        }
-        Ok(())
-    }
-
-    /// Writes what is gathered to `inner`.
-    fn drain(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let r = Self::write_timed(&mut self.inner, &self.buf, &mut self.last_write);
-        // Written or failed, it is not written twice (a failed chunk stops
-        // the writer).
-        self.buf.clear();
-        r
-    }
-}
-
-impl<W: Write> Write for Coalesced<W> {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.put(data, false)?;
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.drain()?;
-        self.inner.flush()
-    }
-}
-
-impl<W: Write> Drop for Coalesced<W> {
-    /// What was gathered reaches the file, as a crash after its writes
-    /// would have left it; errors cannot be reported here.
-    fn drop(&mut self) {
-        let _ = self.drain();
     }
 }
 
@@ -1200,6 +1133,16 @@ mod tests {
             w.1.push(b.len());
             Ok(b.len())
         }
+        /// One write of every buffer, as `writev(2)` to a file.
+        fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+            let mut w = self.0.lock().unwrap();
+            let n = bufs.iter().map(|b| b.len()).sum();
+            for b in bufs {
+                w.0.extend_from_slice(b);
+            }
+            w.1.push(n);
+            Ok(n)
+        }
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
@@ -1243,37 +1186,106 @@ mod tests {
 
     #[test]
     fn the_index_never_describes_bytes_the_file_does_not_hold_yet() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.pcap.lz4");
-        let cfg = WriterConfig {
-            block_size: 4096,
-            write_bytes: 256 << 10,
-            ..WriterConfig::default()
-        };
-        let mut w = TraceWriter::create(&path, cfg).unwrap();
-        let ipath = index::index_path(&path);
-        let mut checked = 0;
-        for i in 0..3000 {
-            w.write_packet(LinkType::Ethernet, u64::from(i), 600, &frame(i))
-                .unwrap();
-            if i % 50 == 0 {
-                let file_len = std::fs::metadata(&path).unwrap().len();
-                let ix = index::read_index(&ipath).unwrap();
-                if let Some(e) = ix.entries.last() {
-                    assert!(
-                        e.comp_offset + e.comp_len <= file_len,
-                        "entry {e:?} past {file_len}"
-                    );
-                    checked += 1;
+        for write_thread in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.pcap.lz4");
+            let cfg = WriterConfig {
+                block_size: 4096,
+                write_bytes: 256 << 10,
+                write_thread,
+                ..WriterConfig::default()
+            };
+            let mut w = TraceWriter::create(&path, cfg).unwrap();
+            let ipath = index::index_path(&path);
+            let mut checked = 0;
+            for i in 0..3000 {
+                w.write_packet(LinkType::Ethernet, u64::from(i), 600, &frame(i))
+                    .unwrap();
+                if i % 50 == 0 {
+                    let file_len = std::fs::metadata(&path).unwrap().len();
+                    let ix = index::read_index(&ipath).unwrap();
+                    if let Some(e) = ix.entries.last() {
+                        assert!(
+                            e.comp_offset + e.comp_len <= file_len,
+                            "entry {e:?} past {file_len}"
+                        );
+                        checked += 1;
+                    }
                 }
             }
+            // Batches of entries were written while chunks were still gathered.
+            assert!(checked > 10, "{checked}");
+            w.finish().unwrap();
+            let ix = index::read_index(&ipath).unwrap();
+            let file_len = std::fs::metadata(&path).unwrap().len();
+            let last = ix.entries.last().unwrap();
+            assert_eq!(last.comp_offset + last.comp_len, file_len);
         }
-        // Batches of entries were written while chunks were still gathered.
-        assert!(checked > 10, "{checked}");
-        w.finish().unwrap();
-        let ix = index::read_index(&ipath).unwrap();
-        let file_len = std::fs::metadata(&path).unwrap().len();
-        let last = ix.entries.last().unwrap();
-        assert_eq!(last.comp_offset + last.comp_len, file_len);
+    }
+
+    #[test]
+    fn a_write_thread_writes_the_same_file_and_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, codec: Codec, write_thread: bool| {
+            let path = dir.path().join(name);
+            let cfg = WriterConfig {
+                codec,
+                block_size: 4096,
+                write_bytes: 64 << 10,
+                write_thread,
+                ..WriterConfig::default()
+            };
+            let mut w = TraceWriter::create(&path, cfg).unwrap();
+            for i in 0..2000 {
+                w.write_packet(LinkType::Ethernet, u64::from(i), 600, &frame(i))
+                    .unwrap();
+                if i % 700 == 0 {
+                    w.flush_block().unwrap();
+                }
+            }
+            let stats = w.finish().unwrap();
+            assert_eq!(stats.packets, 2000);
+            (
+                std::fs::read(&path).unwrap(),
+                std::fs::read(index::index_path(&path)).unwrap(),
+            )
+        };
+        for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
+            let ext = match codec {
+                Codec::None => "pcap",
+                Codec::Lz4 => "pcap.lz4",
+                _ => "pcap.zst",
+            };
+            let inline = write(&format!("a.{ext}"), codec, false);
+            let threaded = write(&format!("b.{ext}"), codec, true);
+            assert!(inline.0.len() > 10_000, "{codec}");
+            assert!(inline == threaded, "{codec}: the files or indexes differ");
+        }
+    }
+
+    #[test]
+    fn a_failed_write_on_the_write_thread_is_an_error_not_a_silent_loss() {
+        // /dev/full takes no byte: every write fails with ENOSPC.
+        let full = Path::new("/dev/full");
+        let cfg = WriterConfig {
+            codec: Codec::None,
+            index: false,
+            write_bytes: 64 << 10,
+            write_thread: true,
+            ..WriterConfig::default()
+        };
+        let mut w = TraceWriter::create(full, cfg).unwrap();
+        let mut failed = None;
+        for i in 0..2000 {
+            if let Err(e) = w.write_packet(LinkType::Ethernet, u64::from(i), 600, &frame(i)) {
+                failed = Some(e);
+                break;
+            }
+        }
+        let e = match failed {
+            Some(e) => e,
+            None => w.finish().expect_err("the writes failed"),
+        };
+        assert!(e.to_string().contains("No space left"), "{e}");
     }
 }

@@ -153,7 +153,9 @@ impl OutputArgs {
 
     /// A sink for `path` with these settings.
     pub fn sink(&self, path: &Path) -> Result<TraceSink, Error> {
-        TraceSink::new(path, &self.settings(path)?)
+        let mut settings = self.settings(path)?;
+        settings.writer.write_thread = true;
+        TraceSink::new(path, &settings)
     }
 
     /// A sink for a live capture's `path`: compression only while it pays,
