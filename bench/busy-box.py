@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Capture loss on a busy box: kansoku's direct lane, kansoku --ring-thread, tcpdump.
+"""Capture loss on a busy box: kansoku's capture (and a build of it from before a change), tcpdump.
 
 The regime of the capture issue, with the machine kept busy meanwhile:
 kansoku's own generator (`kansoku generate`, as `kansoku bench capture`
@@ -9,8 +9,9 @@ script's own (`kbb-PID`); the receiving veth's rps_cpus puts the kernel's
 receive work on the capture CPU (the last one), the capture is pinned there
 with taskset and the generator to another CPU. Every capture writes to a
 file on ext4: kansoku `capture -i IF -B 32 -w F.pcap.lz4 --json` (lz4,
-the defaults otherwise) with or without `--ring-thread`, and `tcpdump -i IF
--B 32768 -w F.pcap` (with -n -Z root, as the bench runs it).
+the defaults otherwise), the same with the build --kansoku-before names
+(config `before`), and `tcpdump -i IF -B 32768 -w F.pcap` (with -n -Z root,
+as the bench runs it).
 
 Backgrounds, each started before a round's points under it and stopped
 after them:
@@ -70,7 +71,7 @@ import time
 
 CONFIGS = {
     "kansoku": "kansoku capture (direct, the default)",
-    "ring-thread": "kansoku capture --ring-thread",
+    "before": "kansoku capture, the build --kansoku-before names (a before-and-after in the same rounds)",
     "tcpdump": "tcpdump -w",
 }
 BACKGROUNDS = {
@@ -238,8 +239,6 @@ class Capture:
             argv = [tcpdump, "-i", RX, "-n", "-s", "262144", "-Z", "root", "-B", "32768", "-w", file]
         else:
             argv = [kansoku, "capture", "-i", RX, "-B", "32", "-w", file, "--json"]
-            if config == "ring-thread":
-                argv.append("--ring-thread")
         self.argv = argv
         self.proc = subprocess.Popen(ns.prefix(cpu) + argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -379,7 +378,8 @@ def run_point(args, ns, work, config, background, rnd):
     p = {"config": config, "background": background, "round": rnd,
          "loadavg": os.getloadavg()[0]}
     foreign0 = foreign_cpu()
-    cap = Capture(ns, cap_cpu, config, args.kansoku, args.tcpdump, file)
+    kansoku = args.kansoku_before if config == "before" else args.kansoku
+    cap = Capture(ns, cap_cpu, config, kansoku, args.tcpdump, file)
     try:
         rx0, snd0, cpu0 = ns.counter(RX, "rx_packets"), softnet_dropped(cap_cpu), cpu_times(cap_cpu)
         sched0 = schedstat(cap.proc.pid)
@@ -421,6 +421,15 @@ def run_point(args, ns, work, config, background, rnd):
                  blocks_in_place=s.get("ring_blocks_in_place"),
                  blocks_copied=s.get("ring_blocks_copied"),
                  write_s=s.get("output", {}).get("write_ns", 0) / 1e9)
+        # Where the lane waited (builds that report it): the rescuer's copies,
+        # its longest stall, the writer's time blocked on the file system.
+        lanes = s.get("lanes") or []
+        if lanes:
+            writers = [ln.get("writer") or {} for ln in lanes]
+            p.update(blocks_rescued=sum(ln["ring_blocks_rescued"] for ln in lanes),
+                     longest_stall_ms=max(ln["longest_stall_ms"] for ln in lanes),
+                     blocked_s=sum(w.get("blocked_ms", 0) for w in writers) / 1e3,
+                     longest_block_ms=max(w.get("longest_block_ms", 0) for w in writers))
     p["in_file"] = file_packets(args.kansoku, file)
     for f in (file, file + ".kidx"):
         if os.path.exists(f):
@@ -463,10 +472,10 @@ def report(points, args, command, incomplete):
             medians[bg, cfg] = med([q["loss"] for q in qs])
             o.append(f"| {bg} | {cfg} | " + " | ".join(by_round.get(r, "-") for r in range(1, args.rounds + 1))
                      + f" | **{pct(medians[bg, cfg])}** |")
-    o += ["", "Median loss % (rows: background; ring-thread / default: the ratio of the medians):", "",
-          "| background | " + " | ".join(cfgs) + " | ring-thread / default |", "|---|" + "---:|" * (len(cfgs) + 1)]
+    o += ["", "Median loss % (rows: background; before / now: the ratio of the medians):", "",
+          "| background | " + " | ".join(cfgs) + " | before / now |", "|---|" + "---:|" * (len(cfgs) + 1)]
     for bg in bgs:
-        d, r = medians.get((bg, "kansoku")), medians.get((bg, "ring-thread"))
+        d, r = medians.get((bg, "kansoku")), medians.get((bg, "before"))
         ratio = "-" if d is None or r is None else ("both 0" if d == r == 0 else
                                                     "inf" if d == 0 else f"{r / d:.2f}x")
         o.append(f"| {bg} | " + " | ".join(pct(medians[bg, c]) for c in cfgs) + f" | {ratio} |")
@@ -484,6 +493,9 @@ def report(points, args, command, incomplete):
                          f"(softirq {100 * q['capture_cpu_softirq']:.0f}%), tool on CPU {q['tool_run_s']:.2f} s, "
                          f"waiting for it {q['tool_wait_s']:.2f} s"
                          + ("" if q.get("write_s") is None else f", in write {q['write_s']:.2f} s")
+                         + ("" if q.get("blocked_s") is None else
+                            f", blocked on the file {q['blocked_s']:.2f} s (longest {q['longest_block_ms']:.1f} ms), "
+                            f"{q['blocks_rescued']} blocks rescued, longest stall {q['longest_stall_ms']:.1f} ms")
                          + f", load {q['loadavg']:.2f}"
                          + (f", FOREIGN {q['foreign_cpu_s']:.1f} CPU s ({','.join(q['builds'])})"
                             if q["builds"] else ""))
@@ -502,13 +514,14 @@ def main():
     ap.add_argument("--packets", type=int, default=1_000_000, help="frames a point")
     ap.add_argument("--pps", type=int, default=200_000, help="offered load, frames/s")
     ap.add_argument("--size", type=int, default=1518, help="frame size, FCS included")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help="of: " + ", ".join(CONFIGS))
+    ap.add_argument("--configs", default="kansoku,tcpdump", help="of: " + ", ".join(CONFIGS))
     ap.add_argument("--backgrounds", default=",".join(BACKGROUNDS), help="of: " + ", ".join(BACKGROUNDS))
     ap.add_argument("--generator", choices=("fifo", "normal"), default="fifo",
                     help="the generator's scheduling: SCHED_FIFO 1 (it stands in for the wire, which a "
                          "busy box does not slow down), or normal (a background on its CPU then "
                          "takes half its rate)")
     ap.add_argument("--kansoku", default=os.environ.get("KANSOKU", "target/release/kansoku"))
+    ap.add_argument("--kansoku-before", help="the build config `before` runs (a change's before-and-after)")
     ap.add_argument("--tcpdump", default="tcpdump")
     ap.add_argument("--dir", default="/tmp", help="where the files go (an ext4 image is made there if it is not ext4)")
     ap.add_argument("--image-gib", type=int, default=8, help="size of that image")
@@ -524,6 +537,8 @@ def main():
     bad = [c for c in args.configs if c not in CONFIGS] + [b for b in args.backgrounds if b not in BACKGROUNDS]
     if bad or args.rounds < 1 or args.packets < 1 or args.pps < 1:
         ap.error(f"bad arguments {bad or ''}")
+    if "before" in args.configs and not args.kansoku_before:
+        ap.error("config before needs --kansoku-before")
     if os.geteuid() != 0:
         ap.error("needs root (network namespaces, RPS, captures)")
     cpus = os.cpu_count() or 1

@@ -178,7 +178,7 @@ pub fn run(args: &CaptureArgs) -> pipeline::Result<Report> {
 fn finish(
     args: &CaptureArgs,
     lanes: Vec<Lane<TpacketRing, PrintOrTrace>>,
-    stats: CaptureStats,
+    stats: Vec<CaptureStats>,
     fleet: Option<pipeline::Fleet>,
     report: &mut Report,
     expression: Option<String>,

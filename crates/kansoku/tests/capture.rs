@@ -86,6 +86,26 @@ fn assert_accounting(s: &serde_json::Value) {
         n("written") + n("rejected") + n("dropped_kansoku") + n("skipped"),
         "{s}"
     );
+    // Where kansoku dropped, and each ring's figures, add up to the totals.
+    let at = &s["dropped_at"];
+    assert_eq!(
+        at["queue_full"].as_u64().unwrap() + at["unread_at_end"].as_u64().unwrap(),
+        n("dropped_kansoku"),
+        "{s}"
+    );
+    let lanes = s["lanes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no lanes in {s}"));
+    assert_eq!(lanes.len() as u64, n("rings"), "{s}");
+    for k in [
+        "kernel_packets",
+        "kernel_drops",
+        "received",
+        "ring_blocks_rescued",
+    ] {
+        let sum: u64 = lanes.iter().map(|l| l[k].as_u64().unwrap()).sum();
+        assert_eq!(sum, n(k), "{k}: {s}");
+    }
 }
 
 #[test]
@@ -193,6 +213,17 @@ wait $pid || test $? = 1
         stats["kernel_drops"].as_u64().unwrap() + stats["dropped_kansoku"].as_u64().unwrap();
     assert!(drops > 0, "the burst should overflow a 1 MiB ring: {stats}");
     assert_eq!(stats["kernel_packets"], 200_000, "{stats}");
+    // The writer's side of it: what it wrote, and the time it was blocked.
+    let writer = &stats["lanes"][0]["writer"];
+    assert!(writer["blocks"].as_u64().unwrap() > 0, "{stats}");
+    let (blocked, longest) = (
+        writer["blocked_ms"].as_f64().unwrap(),
+        writer["longest_block_ms"].as_f64().unwrap(),
+    );
+    assert!(
+        blocked > 0.0 && longest > 0.0 && longest <= blocked,
+        "{stats}"
+    );
     // What was written is in the file.
     let (records, truncated) = read_all(&dir.path().join("d.pcap.zst"));
     assert!(!truncated);

@@ -35,8 +35,8 @@ pub struct Lane<R, S> {
 /// On a terminal, a line of live counts is redrawn once a second. With a
 /// `reload` (a reloader and its request flag, SIGHUP's), the rule file is
 /// read again and swapped into every lane on each request. `note` adds to
-/// the live line (the fleet store's counts). Returns the counters summed
-/// over the rings and the report of a live run.
+/// the live line (the fleet store's counts). Returns each ring's counters,
+/// in the order of `lanes`, and the report of a live run.
 pub fn run_lanes<R, S>(
     lanes: &mut [Lane<R, S>],
     cfg: &PipelineConfig,
@@ -44,7 +44,7 @@ pub fn run_lanes<R, S>(
     abort: &AtomicBool,
     reload: Option<(&mut Reloader, &AtomicBool)>,
     note: &(dyn Fn() -> String + Sync),
-) -> (CaptureStats, Report)
+) -> (Vec<CaptureStats>, Report)
 where
     R: Ring,
     S: PacketSink + Send,
@@ -87,18 +87,19 @@ where
         }
         results
     });
-    let mut stats = CaptureStats::default();
     let mut report = Report::live();
+    let mut per_ring = Vec::with_capacity(results.len());
     for (s, r) in results {
-        stats += &s;
+        per_ring.push(s);
         report.absorb(r);
     }
+    let stats = CaptureStats::sum(&per_ring);
     report.drops.kernel = stats.kernel.drops;
     report.drops.kansoku = stats.dropped_queue;
     if signal.load(Ordering::Relaxed) {
         report.interrupted = Some("capture".into());
     }
-    (stats, report)
+    (per_ring, report)
 }
 
 /// Until `done`: passes `signal` on to the lanes, and once a second on a
@@ -169,7 +170,7 @@ pub struct CaptureReport {
     pub kernel_freezes: u64,
     /// Taken from the rings.
     pub received: u64,
-    /// Dropped by kansoku: a writer's queue was full.
+    /// Dropped by kansoku: a writer's queue was full, or the run ended before they were written.
     pub dropped_kansoku: u64,
     /// Taken from the ring after -c was reached, not written.
     pub skipped: u64,
@@ -178,6 +179,11 @@ pub struct CaptureReport {
     /// Ring blocks copied into the writer's queue and given straight back
     /// (the writer held its share of the ring, or --hold-blocks 0).
     pub ring_blocks_copied: u64,
+    /// Where kansoku's drops happened: `dropped_kansoku` is their sum.
+    pub dropped_at: DropPlaces,
+    /// Of the copied blocks, those the rescuer copied out of the ring while
+    /// a writer was stalled.
+    pub ring_blocks_rescued: u64,
     /// Rejected by the --rules filter (non-IP packets included: no rule matches them).
     pub rejected: u64,
     /// Kept: written to the trace, printed, or (with --profile and no -w) profiled.
@@ -199,6 +205,91 @@ pub struct CaptureReport {
     /// reload on SIGHUP), summed over the rings.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rule_sets: Vec<RuleSetHits>,
+    /// Each ring's figures (one without --fanout): where its packets went
+    /// and where its writer waited.
+    pub lanes: Vec<LaneReport>,
+}
+
+/// Where kansoku dropped packets it had taken from a ring.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct DropPlaces {
+    /// The writer's queue was full.
+    pub queue_full: u64,
+    /// The run ended (an abort, a failed writer) before they were written.
+    pub unread_at_end: u64,
+}
+
+/// One ring's figures in a capture's report.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LaneReport {
+    pub kernel_packets: u64,
+    /// Dropped by the kernel: the ring was full.
+    pub kernel_drops: u64,
+    pub received: u64,
+    pub dropped_at: DropPlaces,
+    pub ring_blocks_in_place: u64,
+    /// Copied and given straight back: blocks the kernel's timeout retired
+    /// half empty, and those the rescuer copied (`ring_blocks_rescued`).
+    pub ring_blocks_copied: u64,
+    pub ring_blocks_rescued: u64,
+    /// The most bytes of packets the rescued queue held at once.
+    pub queue_high_water_bytes: u64,
+    /// The longest the writer held one ring block without progress, as the
+    /// rescuer saw it (sampled every 2 ms; 0 below 5 ms), in milliseconds.
+    pub longest_stall_ms: f64,
+    /// The lane's trace writer: blocks written compressed and stored raw,
+    /// and the time it was blocked on the file system.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer: Option<LaneWriter>,
+}
+
+/// A lane's trace writer, as the capture's report gives it.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LaneWriter {
+    pub blocks: u64,
+    pub raw_blocks: u64,
+    /// Stored raw without a trial of the compressor (it did not pay).
+    pub skipped_blocks: u64,
+    /// Milliseconds blocked in writes (of the trace and its index), syncs
+    /// and waits for a write thread; the longest single one; the part in
+    /// syncs.
+    pub blocked_ms: f64,
+    pub longest_block_ms: f64,
+    pub sync_ms: f64,
+}
+
+impl DropPlaces {
+    fn of(s: &CaptureStats) -> DropPlaces {
+        DropPlaces {
+            queue_full: s.dropped_queue - s.dropped_unread,
+            unread_at_end: s.dropped_unread,
+        }
+    }
+}
+
+impl LaneReport {
+    fn of(s: &CaptureStats, out: Option<&SinkSummary>) -> LaneReport {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        LaneReport {
+            kernel_packets: s.kernel.packets,
+            kernel_drops: s.kernel.drops,
+            received: s.received,
+            dropped_at: DropPlaces::of(s),
+            ring_blocks_in_place: s.blocks_in_place,
+            ring_blocks_copied: s.blocks_copied,
+            ring_blocks_rescued: s.blocks_rescued,
+            queue_high_water_bytes: s.queue_high_water,
+            longest_stall_ms: ms(s.longest_stall_ns),
+            writer: out.map(|o| LaneWriter {
+                blocks: o.blocks,
+                raw_blocks: o.raw_blocks,
+                skipped_blocks: o.skipped_blocks,
+                blocked_ms: ms(o.blocked_ns),
+                longest_block_ms: ms(o.longest_block_ns),
+                sync_ms: ms(o.sync_ns),
+            }),
+        }
+    }
 }
 
 impl CaptureReport {
@@ -208,10 +299,11 @@ impl CaptureReport {
     pub fn close_lanes<R, S>(
         interface: &str,
         lanes: Vec<Lane<R, S>>,
-        stats: &CaptureStats,
+        per_ring: &[CaptureStats],
         report: &mut Report,
         mut close: impl FnMut(S) -> crate::Result<Option<SinkSummary>>,
     ) -> CaptureReport {
+        let stats = &CaptureStats::sum(per_ring);
         let mut r = CaptureReport {
             interface: interface.to_string(),
             expression: None,
@@ -224,12 +316,15 @@ impl CaptureReport {
             skipped: stats.skipped,
             ring_blocks_in_place: stats.blocks_in_place,
             ring_blocks_copied: stats.blocks_copied,
+            ring_blocks_rescued: stats.blocks_rescued,
+            dropped_at: DropPlaces::of(stats),
             ..CaptureReport::default()
         };
         let mut kept = 0;
         let mut profiled: Option<ProfileCounts> = None;
         let mut rule_sets = Vec::new();
-        for mut lane in lanes {
+        for (i, mut lane) in lanes.into_iter().enumerate() {
+            let ring = per_ring.get(i).copied().unwrap_or_default();
             let c = lane.chain.counts;
             kept += c.passed;
             r.rejected += c.rejected;
@@ -243,11 +338,18 @@ impl CaptureReport {
                     Err(e) => report.failed(e),
                 }
             }
-            match lane.chain.passed.map(&mut close) {
-                Some(Ok(Some(s))) => r.output.get_or_insert_with(SinkSummary::default).add(&s),
-                Some(Err(e)) => report.failed(e),
-                _ => {}
+            let out = match lane.chain.passed.map(&mut close) {
+                Some(Ok(Some(s))) => Some(s),
+                Some(Err(e)) => {
+                    report.failed(e);
+                    None
+                }
+                _ => None,
+            };
+            if let Some(s) = &out {
+                r.output.get_or_insert_with(SinkSummary::default).add(s);
             }
+            r.lanes.push(LaneReport::of(&ring, out.as_ref()));
         }
         r.rule_sets = merge_rule_sets(rule_sets);
         r.written = r.output.as_ref().map_or(kept, |x| x.packets);
@@ -264,7 +366,8 @@ impl CaptureReport {
         };
         format!(
             "{} packets received by the kernel on {}{passed}, {} dropped by the kernel ({} ring freezes), \
-             {} taken from the ring ({} blocks read in place, {} copied), {} dropped by kansoku (writer queue full), \
+             {} taken from the ring ({} blocks read in place, {} copied, {} of them rescued from a stalled \
+             writer), {} dropped by kansoku ({} with the writer's queue full, {} unread at the end), \
              {} rejected by the rules, {} written",
             self.kernel_packets,
             self.interface,
@@ -273,7 +376,10 @@ impl CaptureReport {
             self.received,
             self.ring_blocks_in_place,
             self.ring_blocks_copied,
+            self.ring_blocks_rescued,
             self.dropped_kansoku,
+            self.dropped_at.queue_full,
+            self.dropped_at.unread_at_end,
             self.rejected,
             self.written
         )

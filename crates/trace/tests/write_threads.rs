@@ -55,6 +55,8 @@ fn untimed(s: &WriteStats) -> WriteStats {
     WriteStats {
         compress_ns: 0,
         write_ns: 0,
+        blocked_ns: 0,
+        longest_block_ns: 0,
         ..s.clone()
     }
 }

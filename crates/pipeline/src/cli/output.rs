@@ -160,6 +160,9 @@ impl OutputArgs {
 
     /// A sink for a live capture's `path`: compression only while it pays,
     /// unless `--compress-when` says otherwise.
+    /// Its writes stay on the lane's thread: a write thread beside it on
+    /// the capture's core lost frames where the lane alone lost none
+    /// (bench/busy-box-results.md).
     pub fn live_sink(&self, path: &Path) -> Result<TraceSink, Error> {
         let mut settings = self.settings_with(path, CompressWhen::Pays)?;
         settings.writer.write_on_release = true;

@@ -116,6 +116,12 @@ pub struct SinkSummary {
     pub compressed_out: u64,
     pub compress_ns: u64,
     pub write_ns: u64,
+    /// Nanoseconds the writer was blocked on the file system (writes of the
+    /// trace and its index, syncs, waits for the write thread), the longest
+    /// single block, and the part in syncs: where a capture's writer stalls.
+    pub blocked_ns: u64,
+    pub longest_block_ns: u64,
+    pub sync_ns: u64,
     /// Derived: the compressor's throughput (MB/s of input), the writes'
     /// (MB/s written), the ratio of what was compressed, and whether
     /// compressing saved time by the condition T_c > T_d / (1 - r).
@@ -282,6 +288,9 @@ impl SinkSummary {
             compressed_out: s.compressed_out,
             compress_ns: s.compress_ns,
             write_ns: s.write_ns,
+            blocked_ns: s.blocked_ns,
+            longest_block_ns: s.longest_block_ns,
+            sync_ns: s.sync_ns,
             ..SinkSummary::default()
         }
         .with_ratio()
@@ -327,6 +336,9 @@ impl SinkSummary {
         self.compressed_out += o.compressed_out;
         self.compress_ns += o.compress_ns;
         self.write_ns += o.write_ns;
+        self.blocked_ns += o.blocked_ns;
+        self.longest_block_ns = self.longest_block_ns.max(o.longest_block_ns);
+        self.sync_ns += o.sync_ns;
         *self = std::mem::take(self).with_ratio();
     }
 

@@ -10,16 +10,31 @@
 
 use std::fs::File;
 use std::io::{self, IoSlice, Write};
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-/// Gathered writes in the write thread's hands at most: with 1 MiB writes,
-/// 4 MiB the caller may run ahead of the file.
-const IN_FLIGHT: usize = 4;
-
 /// Empty buffers kept for reuse at most.
 const SPARES: usize = 256;
+
+/// Time a writer's caller spent blocked on its file: in writes, or
+/// waiting for the write thread to take one.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Waits {
+    pub(super) total_ns: u64,
+    pub(super) longest_ns: u64,
+}
+
+impl Waits {
+    pub(super) fn add(&mut self, ns: u64) {
+        self.total_ns = self.total_ns.saturating_add(ns);
+        self.longest_ns = self.longest_ns.max(ns);
+    }
+
+    pub(super) fn since(&mut self, t: Instant) {
+        self.add(elapsed_ns(t));
+    }
+}
 
 /// The trace's file (or any sink), with chunks gathered into writes of at
 /// least `cap` bytes ([`super::WriterConfig::write_bytes`]). The chunks are
@@ -35,11 +50,15 @@ pub(super) struct Coalesced<W: Write> {
     on_release: bool,
     /// The last write that reached the file: bytes and nanoseconds.
     pub(super) last_write: Option<(usize, u64)>,
+    /// The caller's time blocked on the file.
+    pub(super) waits: Waits,
     spares: Vec<Vec<u8>>,
     /// The thread that makes the writes, when there is one: `inner` is
     /// then never written to, the thread writes through its own handle of
     /// the same open file.
     thread: Option<WriteThread>,
+    /// Bytes known to be in the file (written, not only handed over).
+    confirmed: u64,
 }
 
 impl<W: Write> Coalesced<W> {
@@ -51,8 +70,10 @@ impl<W: Write> Coalesced<W> {
             cap,
             on_release,
             last_write: None,
+            waits: Waits::default(),
             spares: Vec::new(),
             thread: None,
+            confirmed: 0,
         }
     }
 
@@ -73,7 +94,10 @@ impl<W: Write> Coalesced<W> {
         if self.cap == 0 {
             let t = Instant::now();
             self.inner.write_all(data)?;
-            self.last_write = Some((data.len(), elapsed_ns(t)));
+            let ns = elapsed_ns(t);
+            self.last_write = Some((data.len(), ns));
+            self.waits.add(ns);
+            self.confirmed += data.len() as u64;
             data.clear();
             return Ok(());
         }
@@ -104,10 +128,37 @@ impl<W: Write> Coalesced<W> {
     /// to the writer is in the file (the index relies on it).
     pub(super) fn drain(&mut self) -> io::Result<()> {
         self.send()?;
-        match self.thread.as_mut() {
-            Some(t) => t.settle(&mut self.spares, &mut self.last_write),
-            None => Ok(()),
+        let Some(thread) = self.thread.as_mut() else {
+            return Ok(());
+        };
+        let t = Instant::now();
+        let r = thread.settle(&mut self.spares, &mut self.last_write);
+        self.waits.since(t);
+        self.confirmed = thread.written;
+        r
+    }
+
+    /// Hands what is gathered to the write thread without waiting for it
+    /// (writes it, without a thread): the data is on its way to the file,
+    /// and [`Coalesced::confirmed`] says when it is there.
+    pub(super) fn send_all(&mut self) -> io::Result<()> {
+        self.send()
+    }
+
+    /// Whether the writes are made on a thread of their own.
+    pub(super) fn threaded(&self) -> bool {
+        self.thread.is_some()
+    }
+
+    /// Bytes known to be in the file, after taking back the writes the
+    /// thread has made (without waiting for any).
+    pub(super) fn confirmed(&mut self) -> io::Result<u64> {
+        if let Some(t) = self.thread.as_mut() {
+            while t.take_back(false, &mut self.spares, &mut self.last_write)? {}
+            t.check()?;
+            self.confirmed = t.written;
         }
+        Ok(self.confirmed)
     }
 
     fn recycle(&mut self, mut b: Vec<u8>) {
@@ -118,7 +169,7 @@ impl<W: Write> Coalesced<W> {
     }
 
     /// Makes the gathered write on the caller's thread, or hands it to the
-    /// write thread (waiting only while it holds [`IN_FLIGHT`] of them).
+    /// write thread (waiting only while it holds its budget of bytes).
     fn send(&mut self) -> io::Result<()> {
         if self.parts.is_empty() {
             return Ok(());
@@ -128,8 +179,11 @@ impl<W: Write> Coalesced<W> {
         let Some(t) = self.thread.as_mut() else {
             let t = Instant::now();
             let r = write_parts(&mut self.inner, &parts);
+            let ns = elapsed_ns(t);
+            self.waits.add(ns);
             if let Ok(n) = r {
-                self.last_write = Some((n, elapsed_ns(t)));
+                self.last_write = Some((n, ns));
+                self.confirmed += n as u64;
             }
             // Written or failed, it is not written twice (a failed chunk
             // stops the writer).
@@ -138,7 +192,10 @@ impl<W: Write> Coalesced<W> {
             }
             return r.map(drop);
         };
-        t.hand_over(parts, &mut self.spares, &mut self.last_write)
+        let start = Instant::now();
+        let r = t.hand_over(parts, &mut self.spares, &mut self.last_write);
+        self.waits.since(start);
+        r
     }
 }
 
@@ -147,11 +204,15 @@ impl Coalesced<File> {
     /// duplicate of the file's descriptor (one open file, one offset: only
     /// the thread writes). Without gathering (`cap` 0, a synced writer,
     /// which must know each chunk is written) there is nothing to move.
-    pub(super) fn start_thread(&mut self) -> io::Result<()> {
+    /// `budget` is the most bytes handed to the thread and not yet
+    /// written: past it, the caller waits.
+    pub(super) fn start_thread(&mut self, budget: usize) -> io::Result<()> {
         if self.cap == 0 || self.thread.is_some() {
             return Ok(());
         }
-        self.thread = Some(WriteThread::start(self.inner.try_clone()?)?);
+        let mut t = WriteThread::start(self.inner.try_clone()?, budget)?;
+        t.written = self.confirmed;
+        self.thread = Some(t);
         Ok(())
     }
 }
@@ -210,20 +271,26 @@ struct Written {
 /// The thread that makes the gathered writes to the file, in the order
 /// given.
 struct WriteThread {
-    to_thread: Option<SyncSender<Vec<Vec<u8>>>>,
+    to_thread: Option<Sender<Vec<Vec<u8>>>>,
     from_thread: Receiver<Written>,
     handle: Option<JoinHandle<()>>,
-    /// Writes handed over and not yet back.
+    /// Writes handed over and not yet back, and their bytes.
     in_flight: usize,
+    in_flight_bytes: usize,
+    /// The most bytes in flight before the caller waits.
+    budget: usize,
+    /// Bytes the thread has written to the file, in all.
+    written: u64,
     /// A write failed: no later one is made (that would leave a hole in
     /// the file) and the error is the answer to every later call.
     failed: Option<(io::ErrorKind, String)>,
 }
 
 impl WriteThread {
-    fn start(mut file: File) -> io::Result<WriteThread> {
-        let (to_thread, jobs) = mpsc::sync_channel::<Vec<Vec<u8>>>(IN_FLIGHT);
-        let (done, from_thread) = mpsc::sync_channel::<Written>(IN_FLIGHT + 1);
+    fn start(mut file: File, budget: usize) -> io::Result<WriteThread> {
+        // Unbounded: the budget in bytes bounds what is in flight.
+        let (to_thread, jobs) = mpsc::channel::<Vec<Vec<u8>>>();
+        let (done, from_thread) = mpsc::channel::<Written>();
         let handle = std::thread::Builder::new()
             .name("trace-write".into())
             .spawn(move || {
@@ -251,6 +318,9 @@ impl WriteThread {
             from_thread,
             handle: Some(handle),
             in_flight: 0,
+            in_flight_bytes: 0,
+            budget,
+            written: 0,
             failed: None,
         })
     }
@@ -280,8 +350,12 @@ impl WriteThread {
             }
         };
         self.in_flight -= 1;
+        self.in_flight_bytes -= w.parts.iter().map(Vec::len).sum::<usize>();
         match w.result {
-            Ok(bytes) => *last = Some((bytes, w.ns)),
+            Ok(bytes) => {
+                *last = Some((bytes, w.ns));
+                self.written += bytes as u64;
+            }
             Err(e) => {
                 if self.failed.is_none() {
                     self.failed = Some((e.kind(), e.to_string()));
@@ -305,18 +379,26 @@ impl WriteThread {
     }
 
     /// Hands a gathered write over, first taking back those made, and
-    /// waiting for one while [`IN_FLIGHT`] are out.
+    /// waiting for them while the bytes in flight would pass the budget
+    /// (one write is always let through).
     fn hand_over(
         &mut self,
         parts: Vec<Vec<u8>>,
         spares: &mut Vec<Vec<u8>>,
         last: &mut Option<(usize, u64)>,
     ) -> io::Result<()> {
-        while self.take_back(self.in_flight >= IN_FLIGHT, spares, last)? {}
+        let bytes: usize = parts.iter().map(Vec::len).sum();
+        loop {
+            let over = self.in_flight > 0 && self.in_flight_bytes + bytes > self.budget;
+            if !self.take_back(over, spares, last)? {
+                break;
+            }
+        }
         self.check()?;
         match self.to_thread.as_ref().map(|tx| tx.send(parts)) {
             Some(Ok(())) => {
                 self.in_flight += 1;
+                self.in_flight_bytes += bytes;
                 Ok(())
             }
             _ => Err(Self::ended()),

@@ -166,12 +166,17 @@ impl Source for LaneSource<'_> {
                     }
                     let rx = match &mut self.feed {
                         Feed::Queue { rx, .. } => rx,
-                        Feed::Direct { ring, .. } => {
+                        Feed::Direct { ring, progress } => {
                             let wait = match self.idle {
                                 Some(every) => every.saturating_sub(self.last_tick.elapsed()),
                                 None => RING_POLL,
                             };
-                            match ring.step(wait, self.in_flight) {
+                            let step = ring.step(wait, self.in_flight);
+                            // The consumer is not stalled: it looked at the
+                            // ring just now, whatever it found there.
+                            progress
+                                .store(ring.start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                            match step {
                                 Ok(Step::Block(held)) => self.current = Some(Chunk::InPlace(held)),
                                 Ok(Step::Copied(b)) => {
                                     self.at = 0;

@@ -367,7 +367,7 @@ fn discard_rest<R: Ring + ?Sized>(ring: &mut R, live: &LiveStats) -> io::Result<
         };
         let n = u64::from(block.count());
         live.received.fetch_add(n, Ordering::Relaxed);
-        live.dropped_queue.fetch_add(n, Ordering::Relaxed);
+        live.dropped_unread(n);
     }
     Ok(())
 }

@@ -41,13 +41,18 @@ pub(super) fn rescue(
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(RESCUE_EVERY);
         let since = Duration::from_nanos(progress.load(Ordering::Relaxed));
-        if start.elapsed().saturating_sub(since) < STALLED_AFTER {
+        let stalled = start.elapsed().saturating_sub(since);
+        if stalled < STALLED_AFTER {
             continue;
         }
         // The consumer waiting for packets holds the lock: not stalled.
         let Ok(mut share) = share.try_lock() else {
             continue;
         };
+        live.longest_stall_ns.fetch_max(
+            u64::try_from(stalled.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         // Only once the ring runs short: a consumer that is merely slow to
         // be scheduled (the kernel's receive work has the core) catches up
         // by itself, and copying would take the time it needs.
@@ -72,7 +77,10 @@ pub(super) fn rescue(
             let mut batch = Batch::default();
             Held::new(block, deliver).copy_into(&mut batch);
             live.blocks_copied.fetch_add(1, Ordering::Relaxed);
+            live.blocks_rescued.fetch_add(1, Ordering::Relaxed);
             share.rescued_bytes += batch.bytes();
+            live.queue_high_water
+                .fetch_max(share.rescued_bytes as u64, Ordering::Relaxed);
             share.rescued.push_back(batch);
         }
     }

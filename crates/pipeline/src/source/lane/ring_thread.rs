@@ -189,7 +189,7 @@ pub(super) fn hand_over(
             Ok(Some(batch))
         }
         Err(Refused::Closed) => {
-            live.dropped_queue.fetch_add(n, Ordering::Relaxed);
+            live.dropped_unread(n);
             Err(())
         }
     }
@@ -225,8 +225,7 @@ fn hand_over_block(
                 Ok(Some(spare))
             }
             Err(()) => {
-                live.dropped_queue
-                    .fetch_add(u64::from(deliver), Ordering::Relaxed);
+                live.dropped_unread(u64::from(deliver));
                 Err(())
             }
         };

@@ -29,8 +29,21 @@ pub struct LiveStats {
     /// Ring blocks the consumer read in place.
     pub blocks_in_place: AtomicU64,
     /// Ring blocks copied into the queue (the consumer held its share of
-    /// the ring) and given straight back.
+    /// the ring, or a block the timeout retired half empty) and given
+    /// straight back.
     pub blocks_copied: AtomicU64,
+    /// Of `blocks_copied`, those the direct lane's rescuer copied out while
+    /// the consumer was stalled.
+    pub blocks_rescued: AtomicU64,
+    /// Of `dropped_queue`, the packets dropped because the run ended (an
+    /// abort, a failed consumer) before they were read, not because the
+    /// queue was full.
+    pub dropped_unread: AtomicU64,
+    /// The most bytes of packets the queue held at once.
+    pub queue_high_water: AtomicU64,
+    /// The longest the consumer held one block without progress, as the
+    /// rescuer saw it (sampled every few milliseconds), in nanoseconds.
+    pub longest_stall_ns: AtomicU64,
 }
 
 impl LiveStats {
@@ -41,9 +54,15 @@ impl LiveStats {
         let delivered = self.delivered.load(Ordering::Relaxed);
         if taken < delivered {
             self.delivered.store(taken, Ordering::Relaxed);
-            self.dropped_queue
-                .fetch_add(delivered - taken, Ordering::Relaxed);
+            self.dropped_unread(delivered - taken);
         }
+    }
+
+    /// `n` packets taken from the ring that the consumer will never read
+    /// (it ended): dropped by kansoku, at the end.
+    pub(super) fn dropped_unread(&self, n: u64) {
+        self.dropped_queue.fetch_add(n, Ordering::Relaxed);
+        self.dropped_unread.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The final counters, with the kernel's.
@@ -57,6 +76,10 @@ impl LiveStats {
             skipped: n(&self.skipped),
             blocks_in_place: n(&self.blocks_in_place),
             blocks_copied: n(&self.blocks_copied),
+            blocks_rescued: n(&self.blocks_rescued),
+            dropped_unread: n(&self.dropped_unread),
+            queue_high_water: n(&self.queue_high_water),
+            longest_stall_ns: n(&self.longest_stall_ns),
         }
     }
 }
@@ -79,6 +102,26 @@ pub struct CaptureStats {
     pub blocks_in_place: u64,
     /// Ring blocks copied into the queue and given straight back.
     pub blocks_copied: u64,
+    /// Of `blocks_copied`, those the rescuer copied out of a stalled lane.
+    pub blocks_rescued: u64,
+    /// Of `dropped_queue`, those left unread when the run ended.
+    pub dropped_unread: u64,
+    /// The most bytes of packets the queue held at once.
+    pub queue_high_water: u64,
+    /// The longest the consumer held one block without progress (sampled
+    /// by the rescuer every few milliseconds), in nanoseconds.
+    pub longest_stall_ns: u64,
+}
+
+impl CaptureStats {
+    /// The counters of a fanout group's rings, summed.
+    pub fn sum(rings: &[CaptureStats]) -> CaptureStats {
+        let mut total = CaptureStats::default();
+        for r in rings {
+            total += r;
+        }
+        total
+    }
 }
 
 impl std::ops::AddAssign<&CaptureStats> for CaptureStats {
@@ -93,5 +136,10 @@ impl std::ops::AddAssign<&CaptureStats> for CaptureStats {
         self.skipped += o.skipped;
         self.blocks_in_place += o.blocks_in_place;
         self.blocks_copied += o.blocks_copied;
+        self.blocks_rescued += o.blocks_rescued;
+        self.dropped_unread += o.dropped_unread;
+        // The lanes' queues are apart: the highest of them, as the stall.
+        self.queue_high_water = self.queue_high_water.max(o.queue_high_water);
+        self.longest_stall_ns = self.longest_stall_ns.max(o.longest_stall_ns);
     }
 }

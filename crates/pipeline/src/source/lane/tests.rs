@@ -745,6 +745,16 @@ fn a_stalled_direct_consumer_is_rescued_by_copies_and_loses_nothing() {
         direct,
     );
     assert_every_block_came_some_in_place(&stats, &frames);
+    // Every copy was a rescue (the blocks are full), the queue held some,
+    // and the rescuer saw the consumer hold a block past its 5 ms.
+    assert!(stats.blocks_rescued > 0, "{stats:?}");
+    assert_eq!(stats.blocks_rescued, stats.blocks_copied, "{stats:?}");
+    assert!(stats.queue_high_water > 0, "{stats:?}");
+    assert!(
+        stats.longest_stall_ns >= 5_000_000,
+        "a 10 ms block: {stats:?}"
+    );
+    assert_eq!(stats.dropped_unread, 0, "{stats:?}");
 }
 
 /// A lane over a ring filled ahead of a slow consumer (traffic faster
@@ -816,5 +826,11 @@ fn an_abort_while_the_ring_is_full_counts_what_it_leaves_as_dropped() {
     for direct in [true, false] {
         let (stats, _) = stopped_while_full(direct, true, Duration::from_millis(40));
         assert!(stats.dropped_queue > 0, "{stats:?}");
+        if direct {
+            // The direct lane's queue never drops: its rescuer stops at
+            // the limit and the ring fills. What it lost, it lost at the
+            // end, and says so.
+            assert_eq!(stats.dropped_unread, stats.dropped_queue, "{stats:?}");
+        }
     }
 }
