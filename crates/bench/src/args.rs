@@ -134,6 +134,17 @@ pub struct BenchCompressArgs {
     pub json: bool,
 }
 
+/// A load `bench capture --background` keeps the box busy with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackgroundLoad {
+    /// A process spinning on the capture's CPU.
+    Spin,
+    /// A writer of 512 MB files with fsync in a loop, on the captures' file system.
+    FsyncWriter,
+    /// `xz -6` of random data pinned on each CPU.
+    CpuHogs,
+}
+
 /// Payload bytes of the generated frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Payload {
@@ -212,6 +223,15 @@ pub struct BenchCaptureArgs {
     /// then counts the sent frames it matches (those of the generator's own log of the same frames).
     #[arg(long, value_name = "EXPRESSION")]
     pub expression: Option<String>,
+    /// Keep the box busy while every point runs (each load in a session of its own, started 3 s before the
+    /// first point): spin (the capture's CPU), fsync-writer (512 MB files with fsync, in --dir), cpu-hogs (xz -6
+    /// on each CPU). Several run together: `--background fsync-writer,cpu-hogs`.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LOADS")]
+    pub background: Vec<BackgroundLoad>,
+    /// Run the sweep this many times, the configurations' order rotating from round to round; the table gives
+    /// each point's median round, and each round's loss beside it.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=99))]
+    pub rounds: u64,
 }
 
 /// `kansoku bench capture-worker` (hidden): what `bench capture` runs in its

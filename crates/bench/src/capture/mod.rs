@@ -49,6 +49,7 @@ use serde::Serialize;
 use trace::Codec;
 
 use crate::args::{BenchCaptureArgs, Payload, XdpModeArg};
+use crate::harness::background::{self, Background};
 use crate::harness::netns::Netns;
 use crate::harness::peers::{self, json_u64, must, parse_json, Peer, PeerCapture};
 use plot::{Chart, ImageKind, LineChart, Series};
@@ -272,7 +273,11 @@ impl Point {
 struct ConfigResult {
     config: &'static str,
     description: &'static str,
+    /// One point a load: with several rounds, the median round's.
     points: Vec<Point>,
+    /// With `--rounds` above 1: every round's points, in round order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rounds: Vec<Vec<Point>>,
     /// Highest load at which this and every lower load lost nothing.
     max_loss_free_pps: Option<f64>,
 }
@@ -293,6 +298,10 @@ struct Results<'a> {
     kernel_rx_on_capture_core: bool,
     /// The configuration the others are compared with.
     baseline: &'static str,
+    /// The loads that kept the box busy (`--background`), and the rounds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    background: Vec<&'static str>,
+    rounds: u64,
     configs: Vec<ConfigResult>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     notes: Vec<String>,
@@ -400,6 +409,7 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
             config: c.name,
             description: c.description,
             points: Vec::new(),
+            rounds: Vec::new(),
             max_loss_free_pps: None,
         })
         .collect();
@@ -423,21 +433,43 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         env.matching = Some(m);
     }
     let env = env;
-    'sweep: for (c, result) in configs.iter().zip(&mut results) {
-        for &load in &loads {
-            if stop.load(Ordering::Relaxed) {
-                break 'sweep;
+    let mut background = Background::start(&args.background, &work.path, capture_cpu, cpus)?;
+    if !background.is_empty() {
+        std::thread::sleep(background::WARMUP);
+    }
+    let rounds = usize::try_from(args.rounds).unwrap_or(1).max(1);
+    for r in &mut results {
+        r.rounds = vec![Vec::new(); rounds];
+    }
+    'sweep: for round in 0..rounds {
+        // Rotated from round to round, so that no configuration always
+        // follows the same one (a file system's writeback, a warm cache).
+        let mut order: Vec<usize> = (0..configs.len()).collect();
+        order.rotate_left(round % configs.len().max(1));
+        for i in order {
+            let c = &configs[i];
+            for &load in &loads {
+                if stop.load(Ordering::Relaxed) {
+                    break 'sweep;
+                }
+                background.check()?;
+                let p = run_point(&env, c, load)?;
+                eprintln!(
+                    "kansoku: {}{:<11} {:>9.0} pps offered, {:>9.0} sent: {} of {} written ({:.4}), {} kernel drops, {} writer drops",
+                    if rounds > 1 { format!("round {} ", round + 1) } else { String::new() },
+                    c.name, load, p.sent_pps, p.written, p.sent, p.capture_rate, p.kernel_drops, p.dropped_writer
+                );
+                results[i].rounds[round].push(p);
             }
-            let p = run_point(&env, c, load)?;
-            eprintln!(
-                "kansoku: {:<11} {:>9.0} pps offered, {:>9.0} sent: {} of {} written ({:.4}), {} kernel drops, {} writer drops",
-                c.name, load, p.sent_pps, p.written, p.sent, p.capture_rate, p.kernel_drops, p.dropped_writer
-            );
-            result.points.push(p);
         }
     }
-    // Also for a configuration whose sweep a stop cut short.
+    drop(background);
     for r in &mut results {
+        r.points = median_points(&r.rounds, &loads);
+        if rounds == 1 {
+            r.rounds.clear();
+        }
+        // Also for a configuration whose sweep a stop cut short.
         r.max_loss_free_pps = max_loss_free(&r.points);
     }
     drop(ns);
@@ -463,6 +495,8 @@ pub fn run(args: &BenchCaptureArgs, stop: &AtomicBool, out: &mut dyn Write) -> R
         capture_cpu,
         kernel_rx_on_capture_core: args.kernel_rx_on_capture_core,
         baseline: CONFIGS[0].name,
+        background: args.background.iter().map(|b| b.name()).collect(),
+        rounds: args.rounds,
         configs: results,
         notes,
     };
@@ -554,6 +588,22 @@ fn frame_args(size: &str, payload: Payload) -> Result<(Option<String>, &'static 
 
 /// The highest achieved load (at the capture's interface) such that it and
 /// every lower one were loss-free.
+/// For each load, the point of the median round by capture rate (the
+/// lower of the middle two for an even count), in load order.
+fn median_points(rounds: &[Vec<Point>], loads: &[f64]) -> Vec<Point> {
+    loads
+        .iter()
+        .filter_map(|l| {
+            let mut at: Vec<&Point> = rounds
+                .iter()
+                .flat_map(|r| r.iter().filter(|p| p.load_pps == *l))
+                .collect();
+            at.sort_by(|a, b| a.capture_rate.total_cmp(&b.capture_rate));
+            at.get(at.len().saturating_sub(1) / 2).map(|p| (*p).clone())
+        })
+        .collect()
+}
+
 fn max_loss_free(points: &[Point]) -> Option<f64> {
     let mut sorted: Vec<&Point> = points.iter().collect();
     sorted.sort_by(|a, b| a.received_pps.total_cmp(&b.received_pps));
@@ -915,8 +965,31 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
         })?;
         writeln!(o)?;
     }
+    if r.rounds > 1 {
+        writeln!(
+            o,
+            "loss % in each of {} rounds at each load (the rows above are the median round's)",
+            r.rounds
+        )?;
+        for c in &r.configs {
+            write!(o, "{:<11}", c.config)?;
+            for l in loads {
+                let each: Vec<String> = c
+                    .rounds
+                    .iter()
+                    .filter_map(|round| round.iter().find(|p| p.load_pps == *l))
+                    .map(|p| format!("{:.2}", 100.0 * (1.0 - p.capture_rate)))
+                    .collect();
+                write!(o, " {:>8}", each.join("/"))?;
+            }
+            writeln!(o)?;
+        }
+    }
     for c in &r.configs {
         writeln!(o, "  {}: {}", c.config, c.description)?;
+    }
+    if !r.background.is_empty() {
+        writeln!(o, "background: {}", r.background.join(" + "))?;
     }
     for n in &r.notes {
         writeln!(o, "note: {n}")?;
@@ -1007,6 +1080,21 @@ mod tests {
     }
 
     #[test]
+    fn each_load_takes_its_median_round() {
+        let rounds = vec![
+            vec![point(10.0, 10, 10), point(20.0, 10, 5)],
+            vec![point(10.0, 10, 7), point(20.0, 10, 9)],
+            vec![point(10.0, 10, 9), point(20.0, 10, 6)],
+        ];
+        let m = median_points(&rounds, &[10.0, 20.0, 30.0]);
+        let written: Vec<(f64, u64)> = m.iter().map(|p| (p.load_pps, p.written)).collect();
+        assert_eq!(written, [(10.0, 9), (20.0, 6)]);
+        // Two rounds: the lower of the two, never a loss hidden.
+        let m = median_points(&rounds[..2], &[10.0]);
+        assert_eq!(m[0].written, 7);
+    }
+
+    #[test]
     fn max_loss_free_stops_at_the_first_loss() {
         let pts = [point(30.0, 10, 10), point(10.0, 10, 10), point(20.0, 10, 9)];
         assert_eq!(max_loss_free(&pts), Some(10.0));
@@ -1047,11 +1135,14 @@ mod tests {
             capture_cpu: None,
             kernel_rx_on_capture_core: false,
             baseline: "raw-pkt",
+            background: vec![],
+            rounds: 1,
             configs: vec![
                 ConfigResult {
                     config: "raw-pkt",
                     description: CONFIGS[0].description,
                     points: vec![point(1000.0, 10, 10), point(2000.0, 10, 5)],
+                    rounds: vec![],
                     max_loss_free_pps: Some(1000.0),
                 },
                 ConfigResult {
@@ -1064,6 +1155,7 @@ mod tests {
                             ..point(2000.0, 10, 10)
                         },
                     ],
+                    rounds: vec![],
                     max_loss_free_pps: Some(2000.0),
                 },
             ],
@@ -1126,6 +1218,8 @@ mod tests {
                 dir: None,
                 keep_files: false,
                 expression: None,
+                background: vec![],
+                rounds: 1,
                 plot: None,
                 json: false,
             };
