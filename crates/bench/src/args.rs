@@ -143,6 +143,8 @@ pub enum BackgroundLoad {
     FsyncWriter,
     /// `xz -6` of random data pinned on each CPU.
     CpuHogs,
+    /// A small C build in a loop: two `cc -O2` jobs (as `make -j2`), writing their objects in --dir.
+    Build,
 }
 
 /// Payload bytes of the generated frames.
@@ -225,7 +227,7 @@ pub struct BenchCaptureArgs {
     pub expression: Option<String>,
     /// Keep the box busy while every point runs (each load in a session of its own, started 3 s before the
     /// first point): spin (the capture's CPU), fsync-writer (512 MB files with fsync, in --dir), cpu-hogs (xz -6
-    /// on each CPU). Several run together: `--background fsync-writer,cpu-hogs`.
+    /// on each CPU), build (two `cc -O2` jobs in a loop). Several run together: `--background fsync-writer,cpu-hogs`.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LOADS")]
     pub background: Vec<BackgroundLoad>,
     /// Run the sweep this many times, the configurations' order rotating from round to round; the table gives

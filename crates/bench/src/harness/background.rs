@@ -1,7 +1,8 @@
 //! Background loads that keep a box busy while a capture is measured (the
 //! busy-box regimes of bench/busy-box-results.md): a process spinning on
 //! the capture's CPU, a writer of 512 MB files with `fsync` on the
-//! captures' file system, and one `xz -6` on each CPU.
+//! captures' file system, one `xz -6` on each CPU, and a small C build
+//! (two compiler jobs, as `make -j2` runs them).
 //!
 //! Each process runs in a session of its own (`setsid`), as a user's
 //! programs do: the scheduler's autogroups then share a CPU between the
@@ -21,6 +22,10 @@ use crate::args::BackgroundLoad;
 const WRITER_MB: u32 = 512;
 const WRITER_FILES: u32 = 10_000;
 
+/// Compiler jobs of the build load, and the most builds each makes.
+const BUILD_JOBS: usize = 2;
+const BUILDS: u32 = 100_000;
+
 /// The running loads; dropping it stops them, removes the writer's file
 /// and syncs, so that the next measurement inherits no dirty pages.
 pub struct Background {
@@ -34,6 +39,7 @@ impl BackgroundLoad {
             BackgroundLoad::Spin => "spin",
             BackgroundLoad::FsyncWriter => "fsync-writer",
             BackgroundLoad::CpuHogs => "cpu-hogs",
+            BackgroundLoad::Build => "build",
         }
     }
 }
@@ -71,6 +77,23 @@ impl Background {
                     );
                     bg.files.push(file);
                     bg.spawn(load, &["sh", "-c", &script])?;
+                }
+                BackgroundLoad::Build => {
+                    let src = dir.join("background-build.c");
+                    std::fs::write(&src, c_source()).map_err(|e| {
+                        Error::input(format!("background build: writing {}: {e}", src.display()))
+                    })?;
+                    bg.files.push(src.clone());
+                    for job in 0..BUILD_JOBS {
+                        let obj = dir.join(format!("background-build-{job}.o"));
+                        let script = format!(
+                            "i=0; while [ $i -lt {BUILDS} ]; do cc -O2 -c '{}' -o '{}'; i=$((i+1)); done",
+                            src.display(),
+                            obj.display()
+                        );
+                        bg.files.push(obj);
+                        bg.spawn(load, &["sh", "-c", &script])?;
+                    }
                 }
                 BackgroundLoad::CpuHogs => {
                     for cpu in 0..cpus {
@@ -148,6 +171,19 @@ impl Drop for Background {
     }
 }
 
+/// A C source that keeps the compiler busy for a while at -O2 (12 s on
+/// the 2-core VM): three thousand small functions with loops to optimise.
+fn c_source() -> String {
+    (0..3000)
+        .map(|i| {
+            format!(
+                "int f{i}(const int *a, int n) {{ int s = {i}; \
+                 for (int j = 0; j < n; j++) s = s * 31 + a[j] * {i}; return s; }}\n"
+            )
+        })
+        .collect()
+}
+
 /// How long a background runs before the first point under it: the
 /// writer's first file and the hogs' caches are under way.
 pub const WARMUP: Duration = Duration::from_secs(3);
@@ -167,19 +203,25 @@ mod tests {
             BackgroundLoad::Spin,
             BackgroundLoad::FsyncWriter,
             BackgroundLoad::CpuHogs,
+            BackgroundLoad::Build,
         ];
         let mut bg = Background::start(&loads, dir.path(), Some(0), 2).unwrap();
-        // The spinner, the writer and a hog on each of two CPUs.
-        assert_eq!(bg.procs.len(), 4);
+        // The spinner, the writer, a hog on each of two CPUs, two builds.
+        assert_eq!(bg.procs.len(), 6);
         std::thread::sleep(Duration::from_millis(500));
         bg.check().unwrap();
         let pids: Vec<u32> = bg.procs.iter().map(|(_, c)| c.id()).collect();
         assert!(pids.iter().all(|&p| alive(p)));
         let file = dir.path().join("background-fsync-writer.bin");
         assert!(file.exists(), "the writer writes its file");
+        let src = dir.path().join("background-build.c");
+        assert!(src.exists(), "the build has its source");
         drop(bg);
         assert!(pids.iter().all(|&p| !alive(p)), "every load stopped");
-        assert!(!file.exists(), "the writer's file is removed");
+        assert!(
+            !file.exists() && !src.exists(),
+            "the loads' files are removed"
+        );
     }
 
     #[test]
