@@ -261,6 +261,13 @@ pub struct RingUse {
     pub blocks_in_place: u64,
     pub blocks_copied: u64,
     pub kernel_freezes: u64,
+    /// Of the copied blocks, those the rescuer copied from a stalled
+    /// writer; the longest stall it saw (sampled every 2 ms, 0 under 5 ms).
+    pub blocks_rescued: u64,
+    pub longest_stall_ms: f64,
+    /// The writer's time blocked on the file system, and its longest block.
+    pub blocked_ms: f64,
+    pub longest_block_ms: f64,
 }
 
 impl Point {
@@ -802,6 +809,15 @@ fn run_point(env: &PointEnv, c: &Config, load: f64) -> Result<Point> {
                 blocks_in_place: json_u64(&s, "ring_blocks_in_place"),
                 blocks_copied: json_u64(&s, "ring_blocks_copied"),
                 kernel_freezes: json_u64(&s, "kernel_freezes"),
+                blocks_rescued: json_u64(&s, "ring_blocks_rescued"),
+                longest_stall_ms: s["lanes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|l| l["longest_stall_ms"].as_f64())
+                    .fold(0.0, f64::max),
+                blocked_ms: json_u64(&s, "blocked_ns") as f64 / 1e6,
+                longest_block_ms: json_u64(&s, "longest_block_ns") as f64 / 1e6,
             });
             (
                 json_u64(&s, "written"),
@@ -962,6 +978,22 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
     for c in &r.configs {
         write_cells(o, c, loads, |p| {
             p.cpu_us_per_packet.map(|v| format!("{v:.2}"))
+        })?;
+        writeln!(o)?;
+    }
+    writeln!(
+        o,
+        "kansoku's waits: longest stall of its writer on a ring block / longest write, ms (median round)"
+    )?;
+    for c in r
+        .configs
+        .iter()
+        .filter(|c| c.points.iter().any(|p| p.ring.is_some()))
+    {
+        write_cells(o, c, loads, |p| {
+            p.ring
+                .as_ref()
+                .map(|u| format!("{:.0}/{:.0}", u.longest_stall_ms, u.longest_block_ms))
         })?;
         writeln!(o)?;
     }

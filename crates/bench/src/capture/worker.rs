@@ -181,15 +181,18 @@ fn capture_into<W: Write + Send>(
         None,
         &String::new,
     );
-    let mut bytes_out = 0;
+    let mut written = trace::WriteStats::default();
     let r = CaptureReport::close_lanes(&a.interface, lanes, &stats, &mut report, |sink| {
-        let w = sink.finish()?;
-        bytes_out = w.bytes_out;
+        written = sink.finish()?;
         Ok(None)
     });
+    let bytes_out = written.bytes_out;
     if a.json {
         let mut v = serde_json::to_value(&r).map_err(|e| Error::input(e.to_string()))?;
         v["bytes_out"] = bytes_out.into();
+        // Where the writer waited on the file system (its one lane).
+        v["blocked_ns"] = written.blocked_ns.into();
+        v["longest_block_ns"] = written.longest_block_ns.into();
         writeln!(out, "{v}").map_err(Error::stdout)?;
     } else {
         writeln!(
