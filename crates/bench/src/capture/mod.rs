@@ -981,15 +981,18 @@ fn write_table(o: &mut dyn Write, r: &Results, loads: &[f64]) -> io::Result<()> 
         })?;
         writeln!(o)?;
     }
-    writeln!(
-        o,
-        "kansoku's waits: longest stall of its writer on a ring block / longest write, ms (median round)"
-    )?;
-    for c in r
+    let with_waits: Vec<&ConfigResult> = r
         .configs
         .iter()
         .filter(|c| c.points.iter().any(|p| p.ring.is_some()))
-    {
+        .collect();
+    if !with_waits.is_empty() {
+        writeln!(
+            o,
+            "kansoku's waits: longest stall of its writer on a ring block / longest write, ms (median round)"
+        )?;
+    }
+    for c in with_waits {
         write_cells(o, c, loads, |p| {
             p.ring
                 .as_ref()
