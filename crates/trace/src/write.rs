@@ -694,7 +694,7 @@ impl<W: Write> TraceWriter<W> {
             // On its way to the file: the caller does not wait for a
             // stalled disk (a capture's ring would fill meanwhile).
             self.sink
-                .send_all()
+                .send()
                 .map_err(|e| Error::io("flushing the trace", e))?;
             self.index_written()?;
         } else {
@@ -745,8 +745,8 @@ impl<W: Write> TraceWriter<W> {
             self.sync_all()?;
         }
         let waits = self.sink.waits;
-        self.stats.blocked_ns += waits.total_ns;
-        self.stats.longest_block_ns = self.stats.longest_block_ns.max(waits.longest_ns);
+        self.stats.blocked_ns = waits.total_ns;
+        self.stats.longest_block_ns = waits.longest_ns;
         Ok(std::mem::take(&mut self.stats))
     }
 
@@ -764,11 +764,9 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// Counts the time since `t` as blocked on the file system (a sync, or
-    /// a write of the index).
+    /// a write of the index), with the sink's own writes and waits.
     fn blocked_since(&mut self, t: std::time::Instant, sync: bool) {
-        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.stats.blocked_ns += ns;
-        self.stats.longest_block_ns = self.stats.longest_block_ns.max(ns);
+        let ns = self.sink.waits.since(t);
         if sync {
             self.stats.sync_ns += ns;
         }
@@ -997,7 +995,7 @@ impl<W: Write> TraceWriter<W> {
             sync(&self.sink.inner).map_err(|e| Error::io("syncing the trace", e))?;
             self.blocked_since(ts, true);
         }
-        let write_ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let write_ns = coalesced::elapsed_ns(t);
         let stored = out_len - header_len;
         if rep.encode_ns > 0 {
             self.stats.compressed_in += len as u64;

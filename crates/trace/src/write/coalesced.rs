@@ -31,8 +31,11 @@ impl Waits {
         self.longest_ns = self.longest_ns.max(ns);
     }
 
-    pub(super) fn since(&mut self, t: Instant) {
-        self.add(elapsed_ns(t));
+    /// Adds the time since `t`, and returns it.
+    pub(super) fn since(&mut self, t: Instant) -> u64 {
+        let ns = elapsed_ns(t);
+        self.add(ns);
+        ns
     }
 }
 
@@ -83,7 +86,7 @@ impl<W: Write> Coalesced<W> {
         let mut b = self.spares.pop().unwrap_or_default();
         b.extend_from_slice(data);
         let r = self.put_owned(&mut b, through);
-        self.recycle(b);
+        recycle(&mut self.spares, b);
         r
     }
 
@@ -138,13 +141,6 @@ impl<W: Write> Coalesced<W> {
         r
     }
 
-    /// Hands what is gathered to the write thread without waiting for it
-    /// (writes it, without a thread): the data is on its way to the file,
-    /// and [`Coalesced::confirmed`] says when it is there.
-    pub(super) fn send_all(&mut self) -> io::Result<()> {
-        self.send()
-    }
-
     /// Whether the writes are made on a thread of their own.
     pub(super) fn threaded(&self) -> bool {
         self.thread.is_some()
@@ -161,16 +157,11 @@ impl<W: Write> Coalesced<W> {
         Ok(self.confirmed)
     }
 
-    fn recycle(&mut self, mut b: Vec<u8>) {
-        if self.spares.len() < SPARES {
-            b.clear();
-            self.spares.push(b);
-        }
-    }
-
     /// Makes the gathered write on the caller's thread, or hands it to the
-    /// write thread (waiting only while it holds its budget of bytes).
-    fn send(&mut self) -> io::Result<()> {
+    /// write thread (waiting only while it holds its budget of bytes): the
+    /// data is then on its way to the file, and [`Coalesced::confirmed`]
+    /// says when it is there.
+    pub(super) fn send(&mut self) -> io::Result<()> {
         if self.parts.is_empty() {
             return Ok(());
         }
@@ -188,7 +179,7 @@ impl<W: Write> Coalesced<W> {
             // Written or failed, it is not written twice (a failed chunk
             // stops the writer).
             for p in parts {
-                self.recycle(p);
+                recycle(&mut self.spares, p);
             }
             return r.map(drop);
         };
@@ -237,6 +228,14 @@ impl<W: Write> Drop for Coalesced<W> {
         if let Some(t) = self.thread.take() {
             t.stop();
         }
+    }
+}
+
+/// Keeps an emptied buffer for reuse, up to [`SPARES`] of them.
+fn recycle(spares: &mut Vec<Vec<u8>>, mut b: Vec<u8>) {
+    if spares.len() < SPARES {
+        b.clear();
+        spares.push(b);
     }
 }
 
@@ -362,11 +361,8 @@ impl WriteThread {
                 }
             }
         }
-        for mut p in w.parts {
-            if spares.len() < SPARES {
-                p.clear();
-                spares.push(p);
-            }
+        for p in w.parts {
+            recycle(spares, p);
         }
         Ok(true)
     }
@@ -424,6 +420,6 @@ impl WriteThread {
     }
 }
 
-fn elapsed_ns(t: Instant) -> u64 {
+pub(super) fn elapsed_ns(t: Instant) -> u64 {
     u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
