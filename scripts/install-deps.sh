@@ -44,6 +44,8 @@ command -v dpdk-test-acl >/dev/null 2>&1 || need+=(dpdk-dev)
 # wireshark-common, which tshark brings) and netsniff-ng beside tcpdump.
 [ -x /usr/bin/dumpcap ] || command -v dumpcap >/dev/null 2>&1 || need+=(wireshark-common)
 [ -x /usr/sbin/netsniff-ng ] || command -v netsniff-ng >/dev/null 2>&1 || need+=(netsniff-ng)
+# traceanon (libtrace): the anonymiser benchmark's peer, and the tests' second Crypto-PAn for IPv4.
+command -v traceanon >/dev/null 2>&1 || need+=(libtrace-tools)
 # kansoku web's browser test loads the page in headless Chromium.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # The completion scripts kansoku generates are checked by the shells that read them.
@@ -68,6 +70,12 @@ fi
 if ! python3 -c 'import scapy.layers.ipsec, cryptography' >/dev/null 2>&1; then
     python3 -m pip install -q scapy cryptography 2>/dev/null \
         || python3 -m pip install -q --break-system-packages scapy cryptography
+fi
+# yacryptopan (with pycryptodomex, the AES it uses): the independent Crypto-PAn the anonymiser's tests check
+# every address kansoku anon writes against.
+if ! python3 -c 'import yacryptopan, Cryptodome' >/dev/null 2>&1; then
+    python3 -m pip install -q yacryptopan pycryptodomex 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages yacryptopan pycryptodomex
 fi
 # chdb: a current ClickHouse engine (PyPI) the fleet store's schema and queries are also tested on.
 if ! python3 -c 'import chdb' >/dev/null 2>&1; then

@@ -56,6 +56,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("store_answer", store_answer),
     ("bpf_program", bpf_program),
     ("bpf_expression", bpf_expression),
+    ("anon", anon),
 ];
 
 /// Shared by the reader targets: drain every record and look at it. The
@@ -846,5 +847,50 @@ pub fn bpf_program(data: &[u8]) {
             bpf::libpcap::bpf_filter(&program, packet, wire_len),
             "{listing}"
         );
+    }
+}
+
+/// Fuzzes `kansoku anon`'s rewrite (`anon::Anonymizer::frame`): the first
+/// byte picks a link type and the payload policy, the rest is the frame.
+/// It must not panic, keep no more bytes than it was given, give the same
+/// bytes for the same frame, and leave no network address that the frame's
+/// slice found at the place it found it, in what it keeps.
+pub fn anon(data: &[u8]) {
+    use anon::{Anonymizer, CryptoPan, MacPolicy, PayloadPolicy};
+    let Some((&pick, frame)) = data.split_first() else {
+        return;
+    };
+    let link = LINKS[usize::from(pick & 7) % LINKS.len()];
+    let payload = [PayloadPolicy::Strip, PayloadPolicy::Zero, PayloadPolicy::Keep][usize::from(pick >> 3) % 3];
+    let mac = if pick & 0x80 == 0 { MacPolicy::Hash } else { MacPolicy::Zero };
+    let mut a = Anonymizer::new(CryptoPan::new(&[0x5a; 32]), mac, payload);
+    let mut once = frame.to_vec();
+    let r = a.frame(link, &mut once);
+    assert!(r.kept <= frame.len());
+    let mut twice = frame.to_vec();
+    assert_eq!(a.frame(link, &mut twice), r);
+    assert_eq!(once, twice, "the same frame, the same rewrite");
+    let out = &once[..r.kept];
+    // What the slice reads back of the output does not panic either.
+    let _ = wire::slice(link, out).network();
+    let before = wire::slice(link, frame);
+    if let (Some(n), Some(at)) = (before.network(), before.network_offset()) {
+        let (src, len) = match n.src {
+            std::net::IpAddr::V4(v) => (v.octets().to_vec(), 4),
+            std::net::IpAddr::V6(v) => (v.octets().to_vec(), 16),
+        };
+        let src_at = at + if len == 4 { 12 } else { 8 };
+        // An address that is its own image is a 2^-32 chance, not a leak;
+        // fuzzers find them only by brute force.
+        if out.len() >= src_at + len && src.iter().any(|&b| b != src[0]) {
+            let image = &out[src_at..src_at + len];
+            let own = CryptoPan::new(&[0x5a; 32]);
+            let mapped = if len == 4 {
+                own.ipv4_uncached(u32::from_be_bytes(src[..4].try_into().unwrap())).to_be_bytes().to_vec()
+            } else {
+                own.ipv6(u128::from_be_bytes(src[..16].try_into().unwrap())).to_be_bytes().to_vec()
+            };
+            assert_eq!(image, &mapped[..], "the source address is its Crypto-PAn image");
+        }
     }
 }

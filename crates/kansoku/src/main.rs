@@ -41,6 +41,7 @@ fn main() -> ExitCode {
     pipeline::source::trace::set_verify(!cli.command.no_verify());
     let result: pipeline::Result<Report> = match cli.command {
         Command::Read(args) => cmd_read::run(&args),
+        Command::Anon(args) => pipeline::cli::anon::run(&args),
         Command::Stats(args) => cmd_stats::run(&args),
         Command::Index(args) => cmd_index::run(&args),
         Command::Capture(args) => cmd_capture::run(&args),

@@ -12,8 +12,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use analysis::*;
 pub use ipsec::*;
 pub use pipeline::cli::{
-    CaptureArgs, ExpressionArgs, GenerateArgs, LastExpressionArgs, OutputArgs, ProfileArgs,
-    StoreAction, StoreArgs, SummaryFormatArg, VerifyArgs,
+    AnonArgs, CaptureArgs, ExpressionArgs, GenerateArgs, LastExpressionArgs, OutputArgs,
+    ProfileArgs, StoreAction, StoreArgs, SummaryFormatArg, VerifyArgs,
 };
 pub use synth::cli::PatternArgs;
 pub use web::*;
@@ -54,6 +54,8 @@ impl Command {
 pub enum Command {
     /// Print a trace's packets, one line each, or convert it with -w.
     Read(ReadArgs),
+    /// Make a trace fit to publish: Crypto-PAn addresses, payload removed, checksums kept right (`anon --policy`).
+    Anon(AnonArgs),
     /// Summarize a trace: packets, bytes, duration, link types, protocol mix, compression.
     Stats(StatsArgs),
     /// Write a trace's seek index (FILE.kidx) anew from the trace: after the index was lost or damaged, or for a
