@@ -41,10 +41,32 @@ pub enum BenchCommand {
     /// then the top aggregates of a day, a month and the year by `kansoku store merge` beside
     /// `kansoku profile --merge` of files, and the web view of one probe's month from the store.
     Store(BenchStoreArgs),
+    /// `kansoku anon` beside libtrace's traceanon on the same IPv4 trace (whole processes, interleaved rounds),
+    /// and Crypto-PAn's addresses per second: batched, block by block, and cached.
+    Anon(BenchAnonArgs),
     /// The capture side of `bench capture`, run by it inside its namespace: a ring into a trace
     /// file, optionally one write per packet and behind an emulated slow disk, until SIGINT.
     #[command(hide = true)]
     CaptureWorker(CaptureWorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchAnonArgs {
+    /// Packets of the trace.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub packets: u64,
+    /// Flows active at once in the trace (`kansoku synth --flows`), addresses drawn from all of IPv4.
+    #[arg(long, default_value_t = 20_000)]
+    pub flows: u64,
+    /// Distinct addresses timed through Crypto-PAn without the cache.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub addresses: u32,
+    /// Rounds; medians are printed.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Directory for the trace and the outputs (default: the temp directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

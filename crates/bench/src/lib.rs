@@ -27,6 +27,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod anon;
 pub mod args;
 pub mod capture;
 pub mod compress;
@@ -62,6 +63,7 @@ pub fn run(args: &BenchArgs, stop: &AtomicBool) -> Result<Report> {
 /// [`run`], printing to `out`.
 pub fn run_to(args: &BenchArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<Report> {
     match &args.command {
+        BenchCommand::Anon(a) => anon::run(a, stop, out),
         BenchCommand::Filter(a) => filter::run(a, stop, out),
         BenchCommand::Disk(a) => disk::run(a, stop, out),
         BenchCommand::Compress(a) => compress::run(a, stop, out),

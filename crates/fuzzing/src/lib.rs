@@ -861,8 +861,16 @@ pub fn anon(data: &[u8]) {
         return;
     };
     let link = LINKS[usize::from(pick & 7) % LINKS.len()];
-    let payload = [PayloadPolicy::Strip, PayloadPolicy::Zero, PayloadPolicy::Keep][usize::from(pick >> 3) % 3];
-    let mac = if pick & 0x80 == 0 { MacPolicy::Hash } else { MacPolicy::Zero };
+    let payload = [
+        PayloadPolicy::Strip,
+        PayloadPolicy::Zero,
+        PayloadPolicy::Keep,
+    ][usize::from(pick >> 3) % 3];
+    let mac = if pick & 0x80 == 0 {
+        MacPolicy::Hash
+    } else {
+        MacPolicy::Zero
+    };
     let mut a = Anonymizer::new(CryptoPan::new(&[0x5a; 32]), mac, payload);
     let mut once = frame.to_vec();
     let r = a.frame(link, &mut once);
@@ -886,11 +894,19 @@ pub fn anon(data: &[u8]) {
             let image = &out[src_at..src_at + len];
             let own = CryptoPan::new(&[0x5a; 32]);
             let mapped = if len == 4 {
-                own.ipv4_uncached(u32::from_be_bytes(src[..4].try_into().unwrap())).to_be_bytes().to_vec()
+                own.ipv4_uncached(u32::from_be_bytes(src[..4].try_into().unwrap()))
+                    .to_be_bytes()
+                    .to_vec()
             } else {
-                own.ipv6(u128::from_be_bytes(src[..16].try_into().unwrap())).to_be_bytes().to_vec()
+                own.ipv6(u128::from_be_bytes(src[..16].try_into().unwrap()))
+                    .to_be_bytes()
+                    .to_vec()
             };
-            assert_eq!(image, &mapped[..], "the source address is its Crypto-PAn image");
+            assert_eq!(
+                image,
+                &mapped[..],
+                "the source address is its Crypto-PAn image"
+            );
         }
     }
 }

@@ -187,3 +187,34 @@ fn bad_keys_and_inputs_fail_clearly_and_leave_no_output() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn the_benchmark_runs_beside_traceanon_and_prints_ratios() {
+    if !testkit::require_tool("traceanon") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_ok(&[
+        "bench",
+        "anon",
+        "--packets",
+        "20000",
+        "--flows",
+        "500",
+        "--addresses",
+        "20000",
+        "--rounds",
+        "1",
+        "--dir",
+        p(dir.path()),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "block by block",
+        "through the cache",
+        "traceanon -s -d",
+        "x traceanon)",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+}
