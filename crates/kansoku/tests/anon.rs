@@ -29,6 +29,17 @@ fn peers_present() -> bool {
         && testkit::require("python3 with scapy and yacryptopan", python)
 }
 
+/// `made`, then the repository's real captures (loopback, VLAN-tagged
+/// pcapng of two interfaces, Linux cooked capture v2).
+fn with_real_captures(made: PathBuf) -> [PathBuf; 4] {
+    [
+        made,
+        data("lo-http-icmp.pcap"),
+        data("veth-vlan-2if.pcapng"),
+        data("any-sll2-nano.pcap"),
+    ]
+}
+
 fn check(args: &[&str]) {
     let out = Command::new("python3")
         .arg(script("check.py"))
@@ -62,12 +73,7 @@ fn every_address_is_the_independent_image_and_nothing_leaks() {
         .status()
         .unwrap();
     assert!(made.success());
-    let captures = [
-        rich,
-        data("lo-http-icmp.pcap"),
-        data("veth-vlan-2if.pcapng"),
-        data("any-sll2-nano.pcap"),
-    ];
+    let captures = with_real_captures(rich);
     for (i, input) in captures.iter().enumerate() {
         // tshark reads the outputs as they are: plain pcap for the
         // comparisons, as the inputs.
@@ -216,5 +222,84 @@ fn the_benchmark_runs_beside_traceanon_and_prints_ratios() {
         "x traceanon)",
     ] {
         assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+}
+
+/// One-second aguri summaries of `trace`, with the 2-D view, into `dir`.
+fn profile(trace: &Path, dir: &Path) {
+    let into = format!("{}/", p(dir));
+    run_ok(&[
+        "profile",
+        "-r",
+        p(trace),
+        "-i",
+        "1",
+        "-t",
+        "0.5",
+        "--2d",
+        "-w",
+        &into,
+    ]);
+}
+
+#[test]
+fn the_profile_of_the_anonymised_trace_is_the_anonymised_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("key");
+    run_ok(&["anon", "keygen", p(&key)]);
+    let synth = d.join("mix.pcap");
+    run_ok(&[
+        "synth",
+        "-c",
+        "20000",
+        "--flows",
+        "300",
+        "--ip",
+        "mix",
+        "--src-net",
+        "10.0.0.0/8",
+        "--dst-net",
+        "0.0.0.0/0",
+        "-w",
+        p(&synth),
+        "--compress",
+        "none",
+    ]);
+    let captures = with_real_captures(synth);
+    for (i, input) in captures.iter().enumerate() {
+        // The profile, then its image.
+        let (plain, mapped, of_anon) = (
+            d.join(format!("p{i}")),
+            d.join(format!("m{i}")),
+            d.join(format!("a{i}")),
+        );
+        profile(input, &plain);
+        std::fs::create_dir(&mapped).unwrap();
+        // The anonymised trace's profile.
+        let anon = d.join(format!("anon{i}.pcap"));
+        run_ok(&["anon", "-r", p(input), "-w", p(&anon), "--key", p(&key)]);
+        profile(&anon, &of_anon);
+        let mut files: Vec<_> = std::fs::read_dir(&plain)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert!(!files.is_empty());
+        for f in files {
+            let name = f.file_name().unwrap();
+            let out = mapped.join(name);
+            run_ok(&["anon", "-r", p(&f), "-w", p(&out), "--key", p(&key)]);
+            let want = std::fs::read_to_string(of_anon.join(name)).unwrap();
+            let got = std::fs::read_to_string(&out).unwrap();
+            assert_eq!(
+                got,
+                want,
+                "{}: anon(profile) and profile(anon) differ",
+                f.display()
+            );
+            // And the image is not the original.
+            assert_ne!(got, std::fs::read_to_string(&f).unwrap());
+        }
     }
 }

@@ -1,6 +1,10 @@
 //! `kansoku anon`: a trace made fit to publish (the `anon` crate's
 //! rewrite over every packet), its key made or read, its policy printed.
 //!
+//! A file of aguri summaries is mapped too (its address prefixes, as
+//! Crypto-PAn maps the trace's addresses), so that a profile can be
+//! published without its trace.
+//!
 //! The output is written under a temporary name beside the final one and
 //! renamed only once the whole input was read and written: a key or an
 //! input that fails part way leaves nothing under the final name.
@@ -28,7 +32,8 @@ use super::output::OutputArgs;
 pub struct AnonArgs {
     #[command(subcommand)]
     pub command: Option<AnonCommand>,
-    /// Trace to anonymise: pcap or pcapng, plain or gzip/zstd/lz4 ("-" for standard input).
+    /// Trace to anonymise: pcap or pcapng, plain or gzip/zstd/lz4 ("-" for standard input); or a file of aguri
+    /// summaries, whose address prefixes are mapped as the trace's addresses would be.
     #[arg(short = 'r', value_name = "FILE")]
     pub read: Option<PathBuf>,
     /// The Crypto-PAn key: a file of 64 hexadecimal digits (`kansoku anon keygen FILE` makes one).
@@ -110,6 +115,9 @@ pub fn run(args: &AnonArgs) -> Result<Report> {
             "anon needs -w FILE (\"-\" for standard output)",
         ));
     };
+    if is_summary_file(input) {
+        return anon_summaries(input, out_path, &key);
+    }
     let mut source = TraceSource::open(input)?;
     let staging = Staging::new(out_path);
     let sink = args.out.sink(staging.path())?;
@@ -331,4 +339,122 @@ impl Consumer<TraceSource> for AnonJob {
     fn idle(&mut self) -> Result<()> {
         self.sink.idle()
     }
+}
+
+/// The first bytes of every trace format and codec kansoku reads: pcap
+/// (both byte orders, micro- and nanoseconds), pcapng, gzip, zstd, LZ4.
+const TRACE_MAGICS: [&[u8]; 8] = [
+    &[0xd4, 0xc3, 0xb2, 0xa1],
+    &[0xa1, 0xb2, 0xc3, 0xd4],
+    &[0x4d, 0x3c, 0xb2, 0xa1],
+    &[0xa1, 0xb2, 0x3c, 0x4d],
+    &[0x0a, 0x0d, 0x0d, 0x0a],
+    &[0x1f, 0x8b],
+    &[0x28, 0xb5, 0x2f, 0xfd],
+    &[0x04, 0x22, 0x4d, 0x18],
+];
+
+/// Whether `path` is a file of aguri summaries (text) rather than a trace:
+/// it starts with no trace format's magic, and with text.
+fn is_summary_file(path: &Path) -> bool {
+    if path.as_os_str() == "-" {
+        return false;
+    }
+    let mut head = [0u8; 16];
+    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
+        return false;
+    };
+    let head = &head[..n];
+    n > 0
+        && !TRACE_MAGICS.iter().any(|m| head.starts_with(m))
+        && head
+            .iter()
+            .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+}
+
+/// `kansoku anon` of a summary file: every address prefix mapped as the
+/// trace's addresses are, in the file's own format.
+fn anon_summaries(input: &Path, out: &Path, key: &[u8; anon::KEY_LEN]) -> Result<Report> {
+    use aguri::formats::{detect, write_aguri2, write_aguri3, Format};
+    let text = crate::error::read_text(input)?;
+    let name = crate::display_path(input);
+    let mut summaries =
+        aguri::parse_summaries(&text).map_err(|e| Error::input(format!("{name}:{e}")))?;
+    if summaries.is_empty() {
+        return Err(Error::input(format!(
+            "{name}: no aguri summary in the file"
+        )));
+    }
+    let mut pan = CryptoPan::new(key);
+    let format = detect(&text);
+    let mut written = String::new();
+    for s in &mut summaries {
+        anonymize_summary(&mut pan, s);
+        match format {
+            Format::Kansoku => written.push_str(&s.to_string()),
+            Format::Aguri2 => written.push_str(&write_aguri2(s)),
+            Format::Aguri3 => written.push_str(&write_aguri3(s).unwrap_or_default()),
+        }
+    }
+    if out.as_os_str() == "-" {
+        print!("{written}");
+        return Ok(Report::default());
+    }
+    let staging = Staging::new(out);
+    std::fs::write(staging.path(), written)
+        .and_then(|()| staging.commit())
+        .map_err(|e| {
+            staging.abandon();
+            Error::output(crate::display_path(out), &e)
+        })?;
+    eprintln!(
+        "kansoku: anon: {} summaries of {name}: every address prefix mapped",
+        summaries.len()
+    );
+    Ok(Report::default())
+}
+
+/// Maps a summary's address prefixes as `kansoku anon` maps the addresses
+/// of the trace it was made from: Crypto-PAn preserves prefixes, so the
+/// image of a prefix is the same length of any of its addresses' images,
+/// and the summary of the anonymised trace is this one's image. Entries
+/// and 2-D flows are put back in the order the profiler writes them.
+pub fn anonymize_summary(pan: &mut CryptoPan, s: &mut aguri::Summary) {
+    for section in &mut s.sections {
+        if section.kind.key_kind() != aguri::KeyKind::Address {
+            continue;
+        }
+        for e in &mut section.entries {
+            e.prefix = anon_prefix(pan, e.prefix);
+        }
+        // Preorder: a parent's key is its children's with trailing zeros.
+        section
+            .entries
+            .sort_by_key(|e| (e.prefix.key, e.prefix.len));
+    }
+    for f in &mut s.flows {
+        f.src = anon_prefix(pan, f.src);
+        f.dst = anon_prefix(pan, f.dst);
+    }
+    s.flows
+        .sort_by_key(|f| (f.src.key, f.src.len, f.dst.key, f.dst.len));
+}
+
+/// An address prefix's image: an IPv4 one (under `::ffff:0:0/96`, as
+/// aguri keeps them) by IPv4 Crypto-PAn, an IPv6 one by the 128-bit one.
+/// A prefix that holds the whole IPv4 space (the roots, `::/0` ... `::ffff:0:0/96`)
+/// stays as it is: it is a catch-all, and IPv4's images stay under it.
+fn anon_prefix(pan: &mut CryptoPan, p: aguri::Prefix) -> aguri::Prefix {
+    use aguri::label::{mask, V4_MAPPED, V4_MAPPED_LEN};
+    if p.kind != aguri::KeyKind::Address
+        || V4_MAPPED & mask(p.len) == p.key && p.len <= V4_MAPPED_LEN
+    {
+        return p;
+    }
+    let key = if p.key & mask(V4_MAPPED_LEN) == V4_MAPPED {
+        V4_MAPPED | u128::from(pan.ipv4(p.key as u32))
+    } else {
+        pan.ipv6(p.key)
+    };
+    aguri::Prefix::new(aguri::KeyKind::Address, key, p.len)
 }
