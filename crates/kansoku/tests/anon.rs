@@ -303,3 +303,53 @@ fn the_profile_of_the_anonymised_trace_is_the_anonymised_profile() {
         }
     }
 }
+
+#[test]
+fn a_directory_of_rotated_files_and_standard_input_are_traces_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = d.join("key");
+    run_ok(&["anon", "keygen", p(&key)]);
+    let rot = d.join("rot");
+    std::fs::create_dir(&rot).unwrap();
+    run_ok(&[
+        "synth",
+        "-c",
+        "30000",
+        "-w",
+        p(&rot.join("r.pcap.lz4")),
+        "-C",
+        "1",
+    ]);
+    assert!(
+        std::fs::read_dir(&rot).unwrap().count() >= 4,
+        "rotated into several files"
+    );
+    let whole = d.join("whole.pcap.lz4");
+    run_ok(&["read", "-r", p(&rot), "-w", p(&whole)]);
+    // The directory, read as one trace, gives what its one-file copy gives.
+    let (from_dir, from_file) = (d.join("a.pcap"), d.join("b.pcap"));
+    run_ok(&["anon", "-r", p(&rot), "-w", p(&from_dir), "--key", p(&key)]);
+    run_ok(&[
+        "anon",
+        "-r",
+        p(&whole),
+        "-w",
+        p(&from_file),
+        "--key",
+        p(&key),
+    ]);
+    let packets = packets_of(&read_all(&from_dir).0);
+    assert_eq!(packets.len(), 30_000);
+    assert!(packets == packets_of(&read_all(&from_file).0));
+    // Standard input to standard output.
+    let piped = Command::new(env!("CARGO_BIN_EXE_kansoku"))
+        .args(["anon", "-r", "-", "-w", "-", "--key", p(&key)])
+        .stdin(std::fs::File::open(&whole).unwrap())
+        .output()
+        .unwrap();
+    assert!(piped.status.success());
+    let from_pipe = d.join("c.pcap");
+    std::fs::write(&from_pipe, &piped.stdout).unwrap();
+    assert!(packets_of(&read_all(&from_pipe).0) == packets);
+}

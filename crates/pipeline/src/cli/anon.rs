@@ -20,10 +20,11 @@ use trace::{Interface, Packet, RawOption, Record, Section};
 
 use crate::error::{Error, Result};
 use crate::report::Report;
-use crate::run::{Consumer, Control, Flow};
+use crate::run::{Consumer, Flow};
 use crate::sink::trace::TraceSink;
 use crate::sink::PacketSink;
-use crate::source::trace::TraceSource;
+use crate::source::dir::run_path;
+use crate::source::trace::{TraceSource, Window};
 
 use super::output::OutputArgs;
 
@@ -32,7 +33,8 @@ use super::output::OutputArgs;
 pub struct AnonArgs {
     #[command(subcommand)]
     pub command: Option<AnonCommand>,
-    /// Trace to anonymise: pcap or pcapng, plain or gzip/zstd/lz4 ("-" for standard input); or a file of aguri
+    /// Trace to anonymise: pcap or pcapng, plain or gzip/zstd/lz4 ("-" for standard input), a directory of rotated
+    /// traces (read as one, in time order); or a file of aguri
     /// summaries, whose address prefixes are mapped as the trace's addresses would be.
     #[arg(short = 'r', value_name = "FILE")]
     pub read: Option<PathBuf>,
@@ -118,7 +120,6 @@ pub fn run(args: &AnonArgs) -> Result<Report> {
     if is_summary_file(input) {
         return anon_summaries(input, out_path, &key);
     }
-    let mut source = TraceSource::open(input)?;
     let staging = Staging::new(out_path);
     let sink = args.out.sink(staging.path())?;
     let mut job = AnonJob {
@@ -128,11 +129,18 @@ pub fn run(args: &AnonArgs) -> Result<Report> {
         policy,
         blocks_dropped: 0,
     };
-    let mut report = crate::run(
-        &mut source,
-        &mut job,
-        Control::new(crate::signals::stop_flag()),
-    );
+    // A file, standard input, or a directory of rotated files read as one
+    // trace in time order. Nothing is created before the first record, so
+    // an input that cannot be opened leaves nothing behind.
+    let stop = crate::signals::stop_flag();
+    let mut report = match run_path(input, Window::default(), None, &mut job, stop) {
+        Ok(r) => r,
+        Err(e) => {
+            drop(job);
+            staging.abandon();
+            return Err(e);
+        }
+    };
     let AnonJob {
         anonymizer,
         sink,
