@@ -231,6 +231,24 @@ mod tests {
     }
 
     #[test]
+    fn every_pair_of_the_reference_sample_and_its_ipv6_images_hold() {
+        let mut pan = CryptoPan::new(&REFERENCE_KEY);
+        let mut checked = 0;
+        for line in include_str!("reference-sample.txt").lines() {
+            let Some((from, to)) = line.split_once(' ').filter(|_| !line.starts_with('#')) else {
+                continue;
+            };
+            let image = match from.parse::<std::net::IpAddr>().unwrap() {
+                std::net::IpAddr::V4(a) => Ipv4Addr::from(pan.ipv4(a.into())).to_string(),
+                std::net::IpAddr::V6(a) => Ipv6Addr::from(pan.ipv6(a.into())).to_string(),
+            };
+            assert_eq!(image, to, "{from}");
+            checked += 1;
+        }
+        assert_eq!(checked, 76);
+    }
+
+    #[test]
     fn pycryptopans_vectors_hold_for_ipv4_and_ipv6() {
         // The vectors pycryptopan and yacryptopan print for the key 0..31.
         let key: [u8; 32] = std::array::from_fn(|i| i as u8);

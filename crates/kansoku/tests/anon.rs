@@ -66,6 +66,9 @@ fn every_address_is_the_independent_image_and_nothing_leaks() {
     run_ok(&["anon", "keygen", p(&key)]);
     let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+    let no_zero_key = d.join("no-zero.key");
+    let hex: String = (0x41u8..0x61).map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&no_zero_key, hex).unwrap();
     let rich = d.join("rich.pcap");
     let made = Command::new("python3")
         .arg(script("make_capture.py"))
@@ -92,9 +95,21 @@ fn every_address_is_the_independent_image_and_nothing_leaks() {
         check(&["leaks", p(input), p(&strip)]);
         check(&["checksums", p(input), p(&keep)]);
         // traceanon (libtrace 3.0.22) reads neither pcapng nor Linux
-        // cooked captures v2.
+        // cooked captures v2, and reads its key file as a C string: a key
+        // with a zero byte (one in eight random keys) maps differently
+        // from Crypto-PAn. It is compared under a key without one.
         if i < 2 {
-            check(&["traceanon", p(input), p(&keep), p(&key)]);
+            let ta = d.join(format!("ta-{i}.pcap"));
+            let no_zero = [
+                "--key",
+                p(&no_zero_key),
+                "--compress",
+                "none",
+                "--payload",
+                "keep",
+            ];
+            run_ok(&[&["anon", "-r", p(input), "-w", p(&ta)][..], &no_zero].concat());
+            check(&["traceanon", p(input), p(&ta), p(&no_zero_key)]);
         }
     }
     // The same key, the same mapping, whatever the output's format and
