@@ -76,4 +76,37 @@ for i in range(3):
 PY
 python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); [s.sendto(b"x"*i, ("127.0.0.1", 47000)) for i in (1, 100, 1000)]'
 sleep 2; kill -INT $tp; wait $tp || true
+# 4. ARP, IPv4 and IPv6 fragments, a DNS query and its answer, and ICMP and ICMPv6 port-unreachable errors over the
+#    veth pair (tcpdump on the root end): what `kansoku anon` must rewrite everywhere.
+ip addr add 198.18.9.1/24 dev "${tag}a"
+ip addr add 2001:db8:9::1/64 dev "${tag}a" nodad
+ip -n "$ns" addr add 198.18.9.2/24 dev "${tag}b"
+ip -n "$ns" addr add 2001:db8:9::2/64 dev "${tag}b" nodad
+ip -n "$ns" link set lo up
+ip netns exec "$ns" python3 - <<'PY' & pids+=($!)
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.18.9.2", 53))
+q, peer = s.recvfrom(512)
+# The query with QR and RA set, one answer pointing at the question's name: 192.0.2.53.
+answer = q[:2] + b"\x81\x80" + q[4:6] + b"\x00\x01\x00\x00\x00\x00" + q[12:]
+answer += b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x0e\x10\x00\x04" + socket.inet_aton("192.0.2.53")
+s.sendto(answer, peer)
+PY
+sleep 1
+tcpdump -i "${tag}a" -w "$out/veth-arp-frag-dns.pcap" -U 2>/dev/null & tp=$!
+sleep 1
+ping -c 1 -s 3000 198.18.9.2 >/dev/null
+ping -6 -c 1 -s 3000 2001:db8:9::2 >/dev/null
+python3 - <<'PY'
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+name = b"".join(bytes([len(p)]) + p for p in b"www.example.com".split(b".")) + b"\0"
+s.sendto(b"\x4b\x53\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + name + b"\x00\x01\x00\x01", ("198.18.9.2", 53))
+s.recvfrom(512)
+socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"to a closed port", ("198.18.9.2", 9))
+socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).sendto(b"to a closed port", ("2001:db8:9::2", 9))
+PY
+sleep 1; kill -INT $tp; wait $tp || true
 ls -l "$out"

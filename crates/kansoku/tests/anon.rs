@@ -29,14 +29,16 @@ fn peers_present() -> bool {
         && testkit::require("python3 with scapy and yacryptopan", python)
 }
 
-/// `made`, then the repository's real captures (loopback, VLAN-tagged
-/// pcapng of two interfaces, Linux cooked capture v2).
-fn with_real_captures(made: PathBuf) -> [PathBuf; 4] {
+/// `made`, then the repository's real captures (loopback, a veth's ARP,
+/// fragments, DNS and ICMP/ICMPv6 errors, Linux cooked capture v2 with
+/// ICMP errors, VLAN-tagged pcapng of two interfaces).
+fn with_real_captures(made: PathBuf) -> [PathBuf; 5] {
     [
         made,
         data("lo-http-icmp.pcap"),
-        data("veth-vlan-2if.pcapng"),
+        data("veth-arp-frag-dns.pcap"),
         data("any-sll2-nano.pcap"),
+        data("veth-vlan-2if.pcapng"),
     ]
 }
 
@@ -98,7 +100,7 @@ fn every_address_is_the_independent_image_and_nothing_leaks() {
         // cooked captures v2, and reads its key file as a C string: a key
         // with a zero byte (one in eight random keys) maps differently
         // from Crypto-PAn. It is compared under a key without one.
-        if i < 2 {
+        if i < 3 {
             let ta = d.join(format!("ta-{i}.pcap"));
             let no_zero = [
                 "--key",
