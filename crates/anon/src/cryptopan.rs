@@ -127,14 +127,14 @@ impl CryptoPan {
 
     /// The image of an IPv6 address (as a big-endian number).
     pub fn ipv6(&self, addr: u128) -> u128 {
-        addr ^ self.flips::<128>(addr)
+        addr ^ self.flips(addr)
     }
 
-    /// The flip bits of the first `BITS` bits of `addr` (left-aligned in a
-    /// u128), left-aligned: bit `i` is the first bit of AES over the first
-    /// `i` bits of `addr` followed by the pad's remaining bits.
-    fn flips<const BITS: usize>(&self, addr: u128) -> u128 {
-        let mut blocks = [Block::default(); BITS];
+    /// The flip bits of `addr`: bit `i` (from the most significant) is the
+    /// first bit of AES over the first `i` bits of `addr` followed by the
+    /// pad's remaining bits.
+    fn flips(&self, addr: u128) -> u128 {
+        let mut blocks = [Block::default(); 128];
         for (pos, block) in blocks.iter_mut().enumerate() {
             // The first `pos` bits of the address; `pos` 0 takes none (a
             // shift by 128 would overflow).

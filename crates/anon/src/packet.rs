@@ -76,18 +76,14 @@ fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
-/// RFC 1624 eqn. 3: the checksum `hc` after the 16-bit words of `old`
-/// became those of `new` (equal lengths, even offsets in the summed data).
+/// RFC 1624 eqn. 3, `HC' = ~(~HC + ~m + m')`: the checksum `hc` after the
+/// 16-bit words of `old` became those of `new` (equal lengths, even offsets
+/// in the summed data). The complements of `old`'s words add up to one
+/// 0xffff a word less their sum.
 fn update(hc: u16, old: &[u8], new: &[u8]) -> u16 {
-    let mut sum = u32::from(!hc);
-    for (o, n) in old.chunks(2).zip(new.chunks(2)) {
-        let w = |c: &[u8]| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]);
-        sum += u32::from(!w(o)) + u32::from(w(n));
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    use wire::checksum::{fold, sum};
+    let words = old.len().div_ceil(2) as u64;
+    !fold(u64::from(!hc) + 0xffff * words - sum(old) + sum(new))
 }
 
 /// A checksum field at `at` in `buf`, if captured, updated for `old` → `new`.
@@ -120,11 +116,29 @@ fn pseudo_checksum_at(protocol: u8) -> Option<(usize, bool)> {
 }
 
 /// The rewrites of the addresses a transport checksum's pseudo-header
-/// holds: the old bytes and the new, in pseudo-header order.
-#[derive(Default)]
+/// holds: the old bytes and the new, in pseudo-header order (source, then
+/// destination; 8 bytes for IPv4, 32 for IPv6).
 struct Pseudo {
-    old: Vec<u8>,
-    new: Vec<u8>,
+    old: [u8; 32],
+    new: [u8; 32],
+    len: usize,
+}
+
+impl Pseudo {
+    /// The pseudo-header addresses `src` and `dst` (old, new) of one length.
+    fn new(src: (&[u8], &[u8]), dst: (&[u8], &[u8])) -> Pseudo {
+        let n = src.0.len();
+        let mut p = Pseudo {
+            old: [0; 32],
+            new: [0; 32],
+            len: 2 * n,
+        };
+        p.old[..n].copy_from_slice(src.0);
+        p.old[n..2 * n].copy_from_slice(dst.0);
+        p.new[..n].copy_from_slice(src.1);
+        p.new[n..2 * n].copy_from_slice(dst.1);
+        p
+    }
 }
 
 impl Anonymizer {
@@ -323,7 +337,7 @@ impl Anonymizer {
             // The addresses are there; the options are not whole.
             return w.stop(at);
         }
-        let old = buf[at + 12..at + 20].to_vec();
+        let old: [u8; 8] = buf[at + 12..at + 20].try_into().expect("8 bytes");
         self.ipv4_at(buf, at + 12);
         self.ipv4_at(buf, at + 16);
         self.ipv4_options(buf, at + 20, at + ihl);
@@ -331,10 +345,10 @@ impl Anonymizer {
         buf[at + 10..at + 12].fill(0);
         let c = wire::checksum::checksum(&buf[at..at + ihl]);
         buf[at + 10..at + 12].copy_from_slice(&c.to_be_bytes());
-        let pseudo = Pseudo {
-            old,
-            new: buf[at + 12..at + 20].to_vec(),
-        };
+        let pseudo = Pseudo::new(
+            (&old[..4], &buf[at + 12..at + 16]),
+            (&old[4..], &buf[at + 16..at + 20]),
+        );
         let frag = be16(buf, at + 6);
         let protocol = buf[at + 9];
         let total = usize::from(be16(buf, at + 2));
@@ -404,11 +418,13 @@ impl Anonymizer {
         if buf.len() < at + 40 || buf[at] >> 4 != 6 {
             return w.stop(at);
         }
-        let old_src = buf[at + 8..at + 24].to_vec();
-        let mut old_dst = buf[at + 24..at + 40].to_vec();
+        let address =
+            |b: &[u8], a: usize| -> [u8; 16] { b[a..a + 16].try_into().expect("16 bytes") };
+        let old_src = address(buf, at + 8);
+        let mut old_dst = address(buf, at + 24);
         self.ipv6_at(buf, at + 8);
         self.ipv6_at(buf, at + 24);
-        let mut new_dst = buf[at + 24..at + 40].to_vec();
+        let mut new_dst = address(buf, at + 24);
         let payload_len = usize::from(be16(buf, at + 4));
         let limit = if payload_len > 0 {
             (at + 40 + payload_len).min(buf.len())
@@ -428,11 +444,10 @@ impl Anonymizer {
                         return w.stop(p);
                     }
                     if next == 43 {
-                        if let Some(last) = self.routing(buf, p, len) {
+                        if let Some((old, new)) = self.routing(buf, p, len) {
                             // The pseudo-header's destination is the
                             // route's last.
-                            old_dst = last.0;
-                            new_dst = last.1;
+                            (old_dst, new_dst) = (old, new);
                         }
                     } else {
                         self.ipv6_options(buf, p + 2, p + len);
@@ -454,17 +469,14 @@ impl Anonymizer {
                 _ => break,
             }
         }
-        let pseudo = Pseudo {
-            old: [old_src, old_dst].concat(),
-            new: [buf[at + 8..at + 24].to_vec(), new_dst].concat(),
-        };
+        let pseudo = Pseudo::new((&old_src, &buf[at + 8..at + 24]), (&old_dst, &new_dst));
         self.transport(buf, p, limit, next, &pseudo, depth, w)
     }
 
     /// A routing header's addresses (types 0 and 2, and the segment routing
     /// header, type 4); returns the final destination's old and new bytes
     /// when segments are left.
-    fn routing(&mut self, buf: &mut [u8], p: usize, len: usize) -> Option<(Vec<u8>, Vec<u8>)> {
+    fn routing(&mut self, buf: &mut [u8], p: usize, len: usize) -> Option<([u8; 16], [u8; 16])> {
         let kind = buf[p + 2];
         let left = buf[p + 3];
         let (first, count) = match kind {
@@ -481,11 +493,13 @@ impl Anonymizer {
             4 => first,
             _ => first + 16 * count.saturating_sub(1),
         };
-        let old = (left > 0 && count > 0).then(|| buf[final_at..final_at + 16].to_vec());
+        let address =
+            |b: &[u8]| -> [u8; 16] { b[final_at..final_at + 16].try_into().expect("16 bytes") };
+        let old = (left > 0 && count > 0).then(|| address(buf));
         for i in 0..count {
             self.ipv6_at(buf, first + 16 * i);
         }
-        old.map(|o| (o, buf[final_at..final_at + 16].to_vec()))
+        old.map(|o| (o, address(buf)))
     }
 
     /// Hop-by-hop and destination options: the home address option (201)
@@ -526,7 +540,8 @@ impl Anonymizer {
         w: &mut Walk,
     ) -> usize {
         if let Some((at, udp)) = pseudo_checksum_at(protocol) {
-            patch_checksum(buf, t + at, &pseudo.old, &pseudo.new, udp);
+            let n = pseudo.len;
+            patch_checksum(buf, t + at, &pseudo.old[..n], &pseudo.new[..n], udp);
         }
         let have = limit.saturating_sub(t);
         match protocol {
@@ -653,8 +668,8 @@ impl Anonymizer {
         }
     }
 
-    /// The ICMP checksum of the message at `t` (which ends at `limit`),
-    /// updated for the words that differ from `old`.
+    /// The ICMP (or ICMPv6) checksum of the message at `t` (which ends at
+    /// `limit`), updated for the words that differ from `old`.
     fn icmp_checksum(&mut self, buf: &mut [u8], t: usize, old: &[u8], limit: usize) {
         let new = buf[t..limit].to_vec();
         patch_checksum(buf, t + 2, old, &new, false);
@@ -665,6 +680,11 @@ impl Anonymizer {
             return w.stop(t);
         }
         let kind = buf[t];
+        // Echo and the messages this walk leaves alone: an 8-byte header,
+        // then payload, nothing rewritten (and the message not copied).
+        if !matches!(kind, 1..=4 | 130..=137 | 143) {
+            return t + 8;
+        }
         let old = buf[t..limit].to_vec();
         let end = match kind {
             // Errors: the offending packet follows.
@@ -695,11 +715,9 @@ impl Anonymizer {
                 self.ipv6_at(buf, t + 24);
                 self.nd_options(buf, t + 40, limit)
             }
-            // Echo and the rest: an 8-byte header, then payload.
             _ => t + 8,
         };
-        let new = buf[t..limit].to_vec();
-        patch_checksum(buf, t + 2, &old, &new, false);
+        self.icmp_checksum(buf, t, &old, limit);
         end
     }
 
