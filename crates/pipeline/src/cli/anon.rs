@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anon::{Anonymizer, CryptoPan, MacPolicy, PayloadPolicy};
 use clap::{Args, Subcommand, ValueEnum};
+use trace::index::index_path;
 use trace::record::OPT_COMMENT;
 use trace::{Interface, Packet, RawOption, Record, Section};
 
@@ -249,18 +250,11 @@ impl Staging {
         &self.tmp
     }
 
-    /// The seek index beside a trace.
-    fn index_of(p: &Path) -> PathBuf {
-        let mut s = p.as_os_str().to_owned();
-        s.push(".kidx");
-        PathBuf::from(s)
-    }
-
     fn commit(&self) -> std::io::Result<()> {
         if self.tmp == self.fin {
             return Ok(());
         }
-        let (ti, fi) = (Self::index_of(&self.tmp), Self::index_of(&self.fin));
+        let (ti, fi) = (index_path(&self.tmp), index_path(&self.fin));
         if ti.exists() {
             std::fs::rename(&ti, &fi)?;
         } else {
@@ -273,7 +267,7 @@ impl Staging {
     fn abandon(&self) {
         if self.tmp != self.fin {
             let _ = std::fs::remove_file(&self.tmp);
-            let _ = std::fs::remove_file(Self::index_of(&self.tmp));
+            let _ = std::fs::remove_file(index_path(&self.tmp));
         }
     }
 }
@@ -349,19 +343,6 @@ impl Consumer<TraceSource> for AnonJob {
     }
 }
 
-/// The first bytes of every trace format and codec kansoku reads: pcap
-/// (both byte orders, micro- and nanoseconds), pcapng, gzip, zstd, LZ4.
-const TRACE_MAGICS: [&[u8]; 8] = [
-    &[0xd4, 0xc3, 0xb2, 0xa1],
-    &[0xa1, 0xb2, 0xc3, 0xd4],
-    &[0x4d, 0x3c, 0xb2, 0xa1],
-    &[0xa1, 0xb2, 0x3c, 0x4d],
-    &[0x0a, 0x0d, 0x0d, 0x0a],
-    &[0x1f, 0x8b],
-    &[0x28, 0xb5, 0x2f, 0xfd],
-    &[0x04, 0x22, 0x4d, 0x18],
-];
-
 /// Whether `path` is a file of aguri summaries (text) rather than a trace:
 /// it starts with no trace format's magic, and with text.
 fn is_summary_file(path: &Path) -> bool {
@@ -374,7 +355,7 @@ fn is_summary_file(path: &Path) -> bool {
     };
     let head = &head[..n];
     n > 0
-        && !TRACE_MAGICS.iter().any(|m| head.starts_with(m))
+        && !trace::format::starts_a_trace(head)
         && head
             .iter()
             .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace())

@@ -66,6 +66,20 @@ impl fmt::Display for Codec {
     }
 }
 
+/// Whether `head`, a file's first bytes, starts a trace kansoku reads: a
+/// compressed stream (by [`Codec::detect`]), a pcap file header (either
+/// byte order and timestamp unit) or a pcapng section header. Commands that
+/// take other files too (`kansoku anon` and summaries) tell them apart by
+/// it.
+pub fn starts_a_trace(head: &[u8]) -> bool {
+    let Some(&magic) = head.first_chunk::<4>() else {
+        return Codec::detect(head) != Codec::None;
+    };
+    Codec::detect(head) != Codec::None
+        || pcap::detect_magic(magic).is_some()
+        || u32::from_le_bytes(magic) == pcapng::BT_SHB
+}
+
 /// The trace format inside any compression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FileFormat {
@@ -145,5 +159,24 @@ mod tests {
         assert_eq!(get_u16(&b, 0, false), 0x0201);
         assert_eq!(get_u16(&b, 0, true), 0x0102);
         assert_eq!(get_u32(&b, 4, true), 0x0506_0708);
+    }
+
+    #[test]
+    fn a_trace_is_told_from_text_by_its_first_bytes() {
+        for head in [
+            &[0xd4, 0xc3, 0xb2, 0xa1][..],
+            &[0xa1, 0xb2, 0xc3, 0xd4],
+            &[0x4d, 0x3c, 0xb2, 0xa1],
+            &[0xa1, 0xb2, 0x3c, 0x4d],
+            &[0x0a, 0x0d, 0x0d, 0x0a, 0x1c],
+            &[0x1f, 0x8b],
+            &[0x28, 0xb5, 0x2f, 0xfd],
+            &[0x04, 0x22, 0x4d, 0x18],
+        ] {
+            assert!(starts_a_trace(head), "{head:02x?}");
+        }
+        for head in [&b"%!AGURI-1.0\n"[..], b"", b"\x1f", b"\xd4\xc3\xb2"] {
+            assert!(!starts_a_trace(head), "{head:02x?}");
+        }
     }
 }
