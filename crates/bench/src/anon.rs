@@ -124,20 +124,13 @@ pub fn run(a: &BenchAnonArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<
     .map_err(w)?;
 
     // Whole processes, interleaved.
-    let has_traceanon = testkit_find("traceanon");
+    let has_traceanon = store::local::find_program("traceanon").is_some();
     let mut times: [Vec<f64>; 3] = Default::default();
     for round in 0..a.rounds {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        for (i, which) in [0usize, 1, 2]
-            .iter()
-            .cycle()
-            .skip(round % 3)
-            .take(3)
-            .enumerate()
-        {
-            let _ = i;
+        for which in [0usize, 1, 2].iter().cycle().skip(round % 3).take(3) {
             let output = d.join("out.pcap");
             let mut cmd = match which {
                 0 if has_traceanon => {
@@ -233,10 +226,4 @@ fn ipv4_stream(path: &Path) -> Result<Vec<u32>> {
         }
     }
     Ok(v)
-}
-
-/// Whether `program` is on the PATH.
-fn testkit_find(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }

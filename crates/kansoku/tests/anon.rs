@@ -42,6 +42,14 @@ fn with_real_captures(made: PathBuf) -> [PathBuf; 5] {
     ]
 }
 
+/// A temporary directory with a key `kansoku anon keygen` made in it.
+fn dir_with_key() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    run_ok(&["anon", "keygen", p(&key)]);
+    (dir, key)
+}
+
 fn check(args: &[&str]) {
     let out = Command::new("python3")
         .arg(script("check.py"))
@@ -62,10 +70,8 @@ fn every_address_is_the_independent_image_and_nothing_leaks() {
     if !peers_present() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, key) = dir_with_key();
     let d = dir.path();
-    let key = d.join("key");
-    run_ok(&["anon", "keygen", p(&key)]);
     let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let no_zero_key = d.join("no-zero.key");
@@ -261,10 +267,8 @@ fn profile(trace: &Path, dir: &Path) {
 
 #[test]
 fn the_profile_of_the_anonymised_trace_is_the_anonymised_profile() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, key) = dir_with_key();
     let d = dir.path();
-    let key = d.join("key");
-    run_ok(&["anon", "keygen", p(&key)]);
     let synth = d.join("mix.pcap");
     run_ok(&[
         "synth",
@@ -323,10 +327,8 @@ fn the_profile_of_the_anonymised_trace_is_the_anonymised_profile() {
 
 #[test]
 fn a_directory_of_rotated_files_and_standard_input_are_traces_too() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, key) = dir_with_key();
     let d = dir.path();
-    let key = d.join("key");
-    run_ok(&["anon", "keygen", p(&key)]);
     let rot = d.join("rot");
     std::fs::create_dir(&rot).unwrap();
     run_ok(&[
