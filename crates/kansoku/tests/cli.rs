@@ -458,11 +458,9 @@ fn time_window_decompresses_only_the_blocks_it_needs() {
     assert_eq!(stdout_lines(&out2), lines);
 }
 
-#[test]
-fn rotation_by_size_and_time_gives_complete_traces() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("rot.pcap");
-    run_ok(&[
+/// `kansoku synth` of 20,000 random 1518-byte frames (30 MB) with `extra`.
+fn synth_30_mb(extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "synth",
         "-c",
         "20000",
@@ -470,13 +468,16 @@ fn rotation_by_size_and_time_gives_complete_traces() {
         "1518",
         "--payload",
         "random",
-        "--compress",
-        "none",
-        "-C",
-        "10",
-        "-w",
-        p(&base),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    run_ok(&args)
+}
+
+#[test]
+fn rotation_by_size_and_time_gives_complete_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("rot.pcap");
+    synth_30_mb(&["--compress", "none", "-C", "10", "-w", p(&base)]);
     let mut total = 0;
     let mut files = 0;
     for entry in std::fs::read_dir(dir.path()).unwrap() {
@@ -530,6 +531,59 @@ fn rotation_by_size_and_time_gives_complete_traces() {
             "g-000009.pcap.lz4"
         ]
     );
+}
+
+#[test]
+fn w_and_max_total_keep_the_newest_files_and_say_what_they_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let synth = |extra: &[&str], name: &str| {
+        let out = dir.path().join(name);
+        let mut args = vec!["-C", "2", "-w", p(&out)];
+        args.extend_from_slice(extra);
+        String::from_utf8(synth_30_mb(&args).stderr).unwrap()
+    };
+    // About 30 MB of random frames in files of 2 MB: 15 files.
+    let err = synth(&["-W", "3"], "w.pcap.lz4");
+    let kept: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".kidx"))
+        .collect();
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    assert!(kept
+        .iter()
+        .all(|n| n.starts_with("w-000") && n.ends_with(".pcap.lz4")));
+    let deleted = err
+        .lines()
+        .filter(|l| l.starts_with("kansoku: deleted "))
+        .count();
+    assert!(deleted >= 10, "{err}");
+    assert!(
+        err.contains(&format!("; {deleted} older files deleted")),
+        "{err}"
+    );
+    // What is left is the end of the run, whole.
+    let read = run_ok(&["stats", p(dir.path())]);
+    assert!(read.status.success());
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    synth(&["--max-total", "7MB"], "t.pcapng");
+    let on_disk: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(on_disk <= 7_000_000 && on_disk > 4_000_000, "{on_disk}");
+    // A limit without a rotation, and a size that is not one, are refused.
+    for bad in [
+        &["-W", "2"][..],
+        &["-C", "1", "--max-total", "7 parsecs"][..],
+    ] {
+        let mut args = vec!["synth", "-c", "10", "-w", "/dev/null"];
+        args.extend_from_slice(bad);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {out:?}");
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! File rotation as tcpdump's `-C` and `-G` do it, decided on packet
-//! timestamps so that offline conversion rotates the same way as capture.
+//! File rotation as tcpdump's `-C`, `-G` and `-W` do it, decided on packet
+//! timestamps so that offline conversion rotates the same way as capture,
+//! and an archive's disk limit (`--max-total`, as n2disk's).
 //!
 //! tcpdump(8): with `-C file_size`, "before writing a raw packet to a
 //! savefile, check whether the file is currently larger than file_size and,
@@ -10,12 +11,26 @@
 //! With `-G rotate_seconds`, the name is a strftime(3) pattern expanded at
 //! each rotation; with both, the number restarts at each new period.
 //!
-//! Two differences, both deliberate: the `-G` clock is the packets' own
+//! Three differences, all deliberate: the number (five digits, zero-padded)
+//! goes before the name's trace extensions, so that every file's name still
+//! says its format (`x.pcap.lz4`, `x-00001.pcap.lz4`, `x-00002.pcap.lz4`,
+//! where tcpdump makes `x.pcap.lz41`); the `-G` clock is the packets' own
 //! timestamps, formatted in UTC (reproducible, independent of the host's
 //! zone); and a name without a time pattern gets the period's start time
-//! appended (`-%Y%m%d%H%M%S`) instead of each period overwriting the last.
-//! The size checked for `-C` is the bytes already written to the file, which
-//! trails the records given by at most one block.
+//! before its extensions (`x-%Y%m%d%H%M%S.pcap`) instead of each period
+//! overwriting the last. The size checked for `-C` is the bytes already
+//! written to the file, which trails the records given by at most one block.
+//!
+//! An archive keeps what its disk holds: `-W N` keeps the newest N files
+//! of the rotation and `--max-total` the newest that fit in a number of
+//! bytes (their seek indexes counted), deleting the oldest at each new
+//! file. tcpdump's `-W` overwrites its files in a ring of names instead,
+//! which leaves a directory whose names no longer follow time; and with
+//! `-G` it exits after N files. The files of the rotation are this run's
+//! and those an earlier run of the same name left in the directory (a
+//! capture restarted over weeks keeps one limit); other files are never
+//! touched, nor the file being written, nor a file this process reads.
+//! Every deletion is reported ([`RotatingWriter::on_delete`]) and counted.
 //!
 //! Every file is a complete trace with its own header and index: pcapng
 //! sections and interfaces seen so far are written again at the top of each
@@ -27,10 +42,12 @@ use std::path::{Path, PathBuf};
 use wire::LinkType;
 
 use crate::error::{Error, Result};
+use crate::index::index_path;
+use crate::read::is_being_read;
 use crate::record::{Interface, Record, Section};
-use crate::write::{TraceWriter, WriteStats, WriterConfig};
+use crate::write::{split_extension, TraceWriter, WriteStats, WriterConfig};
 
-/// When to start a new file.
+/// When to start a new file, and how many to keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RotateConfig {
     /// `-C`: start a new file once the current one is larger than this many
@@ -39,6 +56,12 @@ pub struct RotateConfig {
     /// `-G`: start a new file once a packet is this many seconds after the
     /// first packet of the current file.
     pub interval_secs: Option<u64>,
+    /// `-W`: keep the newest this many files of the rotation, deleting the
+    /// oldest.
+    pub max_files: Option<u64>,
+    /// `--max-total`: keep the rotation's files within this many bytes,
+    /// their indexes included, deleting the oldest.
+    pub max_total_bytes: Option<u64>,
 }
 
 impl RotateConfig {
@@ -47,10 +70,17 @@ impl RotateConfig {
         RotateConfig {
             max_bytes: c_millions.map(|m| m.saturating_mul(1_000_000)),
             interval_secs: g_seconds,
+            ..RotateConfig::default()
         }
     }
 
-    /// Checks that limits are positive.
+    /// Whether files are ever deleted.
+    pub fn deletes(&self) -> bool {
+        self.max_files.is_some() || self.max_total_bytes.is_some()
+    }
+
+    /// Checks that limits are positive, and that a limit on the files has
+    /// files to limit.
     pub fn validate(&self) -> Result<()> {
         if self.max_bytes == Some(0) {
             return Err(Error::Config("-C file size must be at least 1".into()));
@@ -58,6 +88,17 @@ impl RotateConfig {
         if self.interval_secs == Some(0) {
             return Err(Error::Config(
                 "-G interval must be at least 1 second".into(),
+            ));
+        }
+        if self.max_files == Some(0) {
+            return Err(Error::Config("-W must keep at least 1 file".into()));
+        }
+        if self.max_total_bytes == Some(0) {
+            return Err(Error::Config("--max-total must be at least 1 byte".into()));
+        }
+        if self.deletes() && self.max_bytes.is_none() && self.interval_secs.is_none() {
+            return Err(Error::Config(
+                "-W and --max-total need -C or -G: without a rotation there is one file".into(),
             ));
         }
         Ok(())
@@ -135,9 +176,41 @@ fn days_from_civil(y: u64, m: u64, d: u64) -> u64 {
     era * 146_097 + doe - 719_468
 }
 
-/// A writer that starts a new trace file as `-C`/`-G` say.
+/// A file the rotation deleted (`-W`, `--max-total`).
+#[derive(Clone, Debug)]
+pub struct Deleted {
+    pub path: PathBuf,
+    /// Bytes freed: the file and its seek index.
+    pub bytes: u64,
+    /// What this run wrote to it; `None` for a file an earlier run left.
+    pub written: Option<WriteStats>,
+}
+
+/// What a rotation wrote: the files still there, with their counters, and
+/// those it deleted.
+#[derive(Debug, Default)]
+pub struct Rotated {
+    pub files: Vec<(PathBuf, WriteStats)>,
+    pub deleted: Vec<Deleted>,
+}
+
+/// A file of the rotation, oldest first: one this run wrote (its counters)
+/// or one an earlier run left.
+struct Member {
+    path: PathBuf,
+    written: Option<WriteStats>,
+}
+
+/// Receives each deletion as it happens.
+pub type DeleteNotice = Box<dyn FnMut(&Deleted, &str) + Send>;
+
+/// A writer that starts a new trace file as `-C`/`-G` say, and keeps as
+/// many as `-W`/`--max-total` say.
 pub struct RotatingWriter {
-    template: String,
+    /// The name before its trace extensions (with `-G`, a time pattern)
+    /// and the extensions.
+    stem: String,
+    extension: String,
     cfg: WriterConfig,
     rot: RotateConfig,
     cur: Option<(PathBuf, TraceWriter<File>)>,
@@ -145,7 +218,11 @@ pub struct RotatingWriter {
     period_start: u64,
     /// `-C` count within the period (0: the plain name).
     count: u64,
-    done: Vec<(PathBuf, WriteStats)>,
+    /// Finished files still on disk, oldest first; `None` until the first
+    /// file, when an earlier run's files are looked for.
+    done: Option<Vec<Member>>,
+    deleted: Vec<Deleted>,
+    notice: Option<DeleteNotice>,
     /// pcapng section and interfaces to write again in each new file.
     section: Option<Section>,
     ifaces: Vec<Interface>,
@@ -159,47 +236,69 @@ impl RotatingWriter {
     pub fn new(path: &Path, cfg: WriterConfig, rot: RotateConfig) -> Result<RotatingWriter> {
         cfg.validate()?;
         rot.validate()?;
-        let mut template = path
+        let template = path
             .to_str()
-            .ok_or_else(|| Error::Config(format!("{} is not valid UTF-8", path.display())))?
-            .to_string();
-        if rot.interval_secs.is_some() && !has_time_pattern(&template) {
-            template.push_str("-%Y%m%d%H%M%S");
+            .ok_or_else(|| Error::Config(format!("{} is not valid UTF-8", path.display())))?;
+        let (stem, extension) = split_extension(template);
+        let mut stem = stem.to_string();
+        if rot.interval_secs.is_some() && !has_time_pattern(&stem) {
+            stem.push_str("-%Y%m%d%H%M%S");
         }
         Ok(RotatingWriter {
-            template,
+            stem,
+            extension: extension.to_string(),
             cfg,
             rot,
             cur: None,
             period_start: 0,
             count: 0,
-            done: Vec::new(),
+            done: None,
+            deleted: Vec::new(),
+            notice: None,
             section: None,
             ifaces: Vec::new(),
             early_blocks: Vec::new(),
         })
     }
 
+    /// Calls `notice` with each file `-W`/`--max-total` deletes, and why.
+    pub fn on_delete(&mut self, notice: DeleteNotice) {
+        self.notice = Some(notice);
+    }
+
     /// The name of the file for the current period and count.
     fn file_name(&self) -> PathBuf {
         let mut name = if self.rot.interval_secs.is_some() {
-            expand_time(&self.template, self.period_start)
+            expand_time(&self.stem, self.period_start)
         } else {
-            self.template.clone()
+            self.stem.clone()
         };
         if self.count > 0 {
-            name.push_str(&self.count.to_string());
+            name.push_str(&format!("-{:05}", self.count));
         }
+        name.push_str(&self.extension);
         PathBuf::from(name)
     }
 
-    /// Closes the current file, if any, and opens the next one.
+    /// Closes the current file, if any, opens the next one, and deletes
+    /// what `-W`/`--max-total` no longer keep.
     fn open_next(&mut self) -> Result<()> {
+        let path = self.file_name();
+        let done = match self.done.take() {
+            Some(d) => d,
+            None if self.rot.deletes() => earlier_members(&self.stem, &self.extension, &path),
+            None => Vec::new(),
+        };
+        let done = self.done.insert(done);
         if let Some((p, w)) = self.cur.take() {
             let stats = w.finish()?;
-            self.done.push((p, stats));
+            done.push(Member {
+                path: p,
+                written: Some(stats),
+            });
         }
-        let path = self.file_name();
+        // An earlier run's file of the same name is about to be replaced.
+        done.retain(|m| m.path != path);
         let mut w = TraceWriter::create(&path, self.cfg.clone())?;
         if let Some(s) = &self.section {
             w.write_record(&Record::Section(s))?;
@@ -215,7 +314,87 @@ impl RotatingWriter {
             }))?;
         }
         self.cur = Some((path, w));
+        self.keep_within_limits();
         Ok(())
+    }
+
+    /// Deletes the oldest finished files while the rotation holds more
+    /// files than `-W` or more bytes than `--max-total` (counting the new
+    /// file at the size it may grow to: `-C` or the largest file so far,
+    /// whichever is more, since a file passes `-C` by up to a block).
+    fn keep_within_limits(&mut self) {
+        let Some(done) = self.done.as_mut() else {
+            return;
+        };
+        let size = |p: &Path| {
+            let file = std::fs::metadata(p).map_or(0, |m| m.len());
+            file + std::fs::metadata(index_path(p)).map_or(0, |m| m.len())
+        };
+        let mut sizes: Vec<u64> = done.iter().map(|m| size(&m.path)).collect();
+        let reserve = self
+            .rot
+            .max_bytes
+            .unwrap_or(0)
+            .max(sizes.iter().copied().max().unwrap_or(0));
+        let mut total: u64 = sizes.iter().sum::<u64>() + reserve;
+        let mut i = 0;
+        while i < done.len() {
+            // The file being written counts as one.
+            let too_many = self
+                .rot
+                .max_files
+                .is_some_and(|n| done.len() as u64 + 1 > n);
+            let too_big = self.rot.max_total_bytes.is_some_and(|t| total > t);
+            if !too_many && !too_big {
+                break;
+            }
+            if is_being_read(&done[i].path) {
+                i += 1;
+                continue;
+            }
+            let why = if too_many {
+                format!(
+                    "-W {} keeps the newest files",
+                    self.rot.max_files.unwrap_or(0)
+                )
+            } else {
+                format!(
+                    "--max-total {} bytes keeps the newest files",
+                    self.rot.max_total_bytes.unwrap_or(0)
+                )
+            };
+            match std::fs::remove_file(&done[i].path) {
+                // Gone already (removed by hand): nothing left to free.
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    // Kept, and named; the next file is tried.
+                    if let Some(n) = self.notice.as_mut() {
+                        let d = Deleted {
+                            path: done[i].path.clone(),
+                            bytes: 0,
+                            written: None,
+                        };
+                        n(&d, &format!("could not be deleted ({e}); {why}"));
+                    }
+                    i += 1;
+                    continue;
+                }
+            }
+            let m = done.remove(i);
+            let bytes = sizes.remove(i);
+            let _ = std::fs::remove_file(index_path(&m.path));
+            total = total.saturating_sub(bytes);
+            let d = Deleted {
+                path: m.path,
+                bytes,
+                written: m.written,
+            };
+            if let Some(n) = self.notice.as_mut() {
+                n(&d, &why);
+            }
+            self.deleted.push(d);
+        }
     }
 
     /// Opens or rotates the file as a packet at `ts` requires.
@@ -296,19 +475,22 @@ impl RotatingWriter {
         }
     }
 
-    /// Files finished so far and the current one, in order.
+    /// Files finished so far (and not deleted) and the current one, in
+    /// order.
     pub fn paths(&self) -> Vec<PathBuf> {
         self.done
             .iter()
-            .map(|(p, _)| p.clone())
+            .flatten()
+            .map(|m| m.path.clone())
             .chain(self.cur.iter().map(|(p, _)| p.clone()))
             .collect()
     }
 
-    /// Finishes the current file and returns every file written with its
-    /// counters. With no packets at all, one file named for the current
-    /// time is written so that the output exists.
-    pub fn finish(mut self) -> Result<Vec<(PathBuf, WriteStats)>> {
+    /// Finishes the current file and returns every file this run wrote
+    /// that is still there, with its counters, and those deleted. With no
+    /// packets at all, one file named for the current time is written so
+    /// that the output exists.
+    pub fn finish(mut self) -> Result<Rotated> {
         if self.cur.is_none() {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -316,11 +498,83 @@ impl RotatingWriter {
             self.period_start = now;
             self.open_next()?;
         }
+        let mut files: Vec<(PathBuf, WriteStats)> = self
+            .done
+            .take()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| Some((m.path, m.written?)))
+            .collect();
         if let Some((p, w)) = self.cur.take() {
             let stats = w.finish()?;
-            self.done.push((p, stats));
+            files.push((p, stats));
         }
-        Ok(self.done)
+        Ok(Rotated {
+            files,
+            deleted: self.deleted,
+        })
+    }
+}
+
+/// The files an earlier run of the rotation named `stem` + `extension`
+/// left beside it (`next`, about to be written, apart), oldest first (by
+/// modification time, then name): the names the rotation makes, with any
+/// number and any time in place of the time pattern.
+fn earlier_members(stem: &str, extension: &str, next: &Path) -> Vec<Member> {
+    let stem_path = Path::new(stem);
+    let dir = match stem_path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Some(pattern) = stem_path.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let name = name.to_str()?;
+            let stem_of = name.strip_suffix(extension)?;
+            if !is_rotation_name(pattern.as_bytes(), stem_of.as_bytes()) {
+                return None;
+            }
+            let meta = e.metadata().ok().filter(|m| m.is_file())?;
+            let path = dir.join(name);
+            (path != next).then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), path))
+        })
+        .collect();
+    found.sort();
+    found
+        .into_iter()
+        .map(|(_, path)| Member {
+            path,
+            written: None,
+        })
+        .collect()
+}
+
+/// Whether `name` (extensions removed) is one the rotation's `pattern`
+/// makes: each time field a run of digits, `%%` a `%`, other bytes as they
+/// are, then optionally `-` and the file's number.
+fn is_rotation_name(pattern: &[u8], name: &[u8]) -> bool {
+    match pattern {
+        [] => {
+            name.is_empty()
+                || name
+                    .strip_prefix(b"-")
+                    .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit))
+        }
+        [b'%', b'%', rest @ ..] => name
+            .strip_prefix(b"%")
+            .is_some_and(|n| is_rotation_name(rest, n)),
+        [b'%', f, rest @ ..] if PATTERNS.contains(f) => {
+            let digits = name.iter().take_while(|b| b.is_ascii_digit()).count();
+            (1..=digits).any(|k| is_rotation_name(rest, &name[k..]))
+        }
+        [c, rest @ ..] => name.first() == Some(c) && is_rotation_name(rest, &name[1..]),
     }
 }
 

@@ -74,26 +74,53 @@ pub fn named(path: &Path) -> (Option<OutputFormat>, Option<Codec>) {
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
-    let (rest, codec) = [
-        (".lz4", Codec::Lz4),
-        (".zst", Codec::Zstd),
-        (".zstd", Codec::Zstd),
-        (".gz", Codec::Gzip),
-    ]
-    .into_iter()
-    .find_map(|(ext, c)| name.strip_suffix(ext).map(|r| (r, Some(c))))
-    .unwrap_or((&name, None));
-    let format = [
-        (".pcap", OutputFormat::Pcap),
-        (".cap", OutputFormat::Pcap),
-        (".dmp", OutputFormat::Pcap),
-        (".pcapng", OutputFormat::Pcapng),
-        (".ntar", OutputFormat::Pcapng),
-    ]
-    .into_iter()
-    .find_map(|(ext, f)| rest.strip_suffix(ext).map(|_| f));
+    let (rest, codec) = CODEC_EXTENSIONS
+        .into_iter()
+        .find_map(|(ext, c)| name.strip_suffix(ext).map(|r| (r, Some(c))))
+        .unwrap_or((&name, None));
+    let format = FORMAT_EXTENSIONS
+        .into_iter()
+        .find_map(|(ext, f)| rest.strip_suffix(ext).map(|_| f));
     let codec = codec.or(format.map(|_| Codec::None));
     (format, codec)
+}
+
+/// The codecs' file name extensions, as [`named`] reads them.
+const CODEC_EXTENSIONS: [(&str, Codec); 4] = [
+    (".lz4", Codec::Lz4),
+    (".zst", Codec::Zstd),
+    (".zstd", Codec::Zstd),
+    (".gz", Codec::Gzip),
+];
+
+/// The formats' file name extensions, as [`named`] reads them.
+const FORMAT_EXTENSIONS: [(&str, OutputFormat); 5] = [
+    (".pcap", OutputFormat::Pcap),
+    (".cap", OutputFormat::Pcap),
+    (".dmp", OutputFormat::Pcap),
+    (".pcapng", OutputFormat::Pcapng),
+    (".ntar", OutputFormat::Pcapng),
+];
+
+/// A file name split before the extensions [`named`] reads (`x.pcap.lz4`:
+/// `x` and `.pcap.lz4`; `x.pcapng`: `x` and `.pcapng`; `x`: `x` and ``),
+/// so that a rotation can number its files and keep their format's name
+/// last.
+pub fn split_extension(name: &str) -> (&str, &str) {
+    let lower = name.to_ascii_lowercase();
+    let mut cut = lower.len();
+    if let Some((ext, _)) = CODEC_EXTENSIONS.iter().find(|(e, _)| lower.ends_with(e)) {
+        cut -= ext.len();
+    }
+    if let Some((ext, _)) = FORMAT_EXTENSIONS
+        .iter()
+        .find(|(e, _)| lower[..cut].ends_with(e))
+    {
+        cut -= ext.len();
+    }
+    // ASCII lowercasing keeps every byte where it was: `cut` is a char
+    // boundary of `name` as of `lower`.
+    name.split_at(cut)
 }
 
 impl fmt::Display for OutputFormat {
@@ -1211,6 +1238,13 @@ mod tests {
         assert_eq!(n(".pcap"), (Some(Pcap), Some(None)));
         // Only the end of the name counts.
         assert_eq!(n("x.pcap.old"), (Option::None, Option::None));
+        // A rotation numbers the name before the extensions `named` reads.
+        assert_eq!(split_extension("d.x/A.Pcap.LZ4"), ("d.x/A", ".Pcap.LZ4"));
+        assert_eq!(split_extension("x.pcapng"), ("x", ".pcapng"));
+        assert_eq!(split_extension("x.gz"), ("x", ".gz"));
+        assert_eq!(split_extension("x.pcap.old"), ("x.pcap.old", ""));
+        assert_eq!(split_extension("x"), ("x", ""));
+        assert_eq!(split_extension("cap-%H.cap.zstd"), ("cap-%H", ".cap.zstd"));
         assert_eq!(n("x.lz4.pcap"), (Some(Pcap), Some(None)));
     }
 

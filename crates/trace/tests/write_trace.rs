@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use common::{have_tshark, read_packets, tshark_frame_lens, write_file, Pkt};
 use trace::compress::lz4::RAW_FLAG;
 use trace::index::{index_path, read_index};
-use trace::rotate::{RotateConfig, RotatingWriter};
+use trace::rotate::{RotateConfig, Rotated, RotatingWriter};
 use trace::window::open_window;
 use trace::write::{OutputFormat, TraceWriter, WriterConfig};
 use trace::{
@@ -511,7 +511,7 @@ fn windowed_reads_decode_only_needed_chunks() {
 }
 
 #[test]
-fn rotation_by_size_names_files_like_tcpdump() {
+fn rotation_by_size_numbers_files_before_their_extensions() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("out.pcap.lz4");
     let pkts = packets(2500, 1000, true, 19);
@@ -520,24 +520,24 @@ fn rotation_by_size_names_files_like_tcpdump() {
         cfg(OutputFormat::Pcap, Codec::Lz4),
         RotateConfig {
             max_bytes: Some(1_000_000),
-            interval_secs: None,
+            ..RotateConfig::default()
         },
     )
     .unwrap();
     for p in &pkts {
         w.write_packet(p.link, p.ts, p.orig_len, &p.data).unwrap();
     }
-    let files = w.finish().unwrap();
+    let files = w.finish().unwrap().files;
     // About 2.5 MB of random data in files just over 1 MB each.
     assert_eq!(files.len(), 3, "{files:?}");
     let names: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-    let b = base.to_str().unwrap();
+    // The number goes before the extensions, which keep saying the format.
     assert_eq!(
         names,
         vec![
-            PathBuf::from(b),
-            PathBuf::from(format!("{b}1")),
-            PathBuf::from(format!("{b}2"))
+            base.clone(),
+            dir.path().join("out-00001.pcap.lz4"),
+            dir.path().join("out-00002.pcap.lz4"),
         ]
     );
     let mut all = Vec::new();
@@ -547,6 +547,163 @@ fn rotation_by_size_names_files_like_tcpdump() {
         all.extend(read_file(p));
     }
     assert!(all == pkts);
+}
+
+/// The names in `dir` that are traces (no index sidecars), sorted.
+fn trace_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".kidx"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Writes `pkts` through a rotation of one file per `per_file` packets
+/// (-C 1,000 bytes: more than a file's headers, less than a chunk), logging
+/// each deletion.
+fn rotate(base: &Path, rot: RotateConfig, pkts: &[Pkt], per_file: usize) -> (Rotated, Vec<String>) {
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut w = RotatingWriter::new(
+        base,
+        cfg(OutputFormat::Pcap, Codec::Lz4),
+        RotateConfig {
+            max_bytes: Some(1_000),
+            ..rot
+        },
+    )
+    .unwrap();
+    let l = log.clone();
+    w.on_delete(Box::new(move |d, why| {
+        l.lock()
+            .unwrap()
+            .push(format!("{} {why}", d.path.display()))
+    }));
+    for chunk in pkts.chunks(per_file) {
+        for p in chunk {
+            w.write_packet(p.link, p.ts, p.orig_len, &p.data).unwrap();
+        }
+        // The next packet sees a file past -C and starts the next one.
+        w.flush_block().unwrap();
+    }
+    let r = w.finish().unwrap();
+    let log = log.lock().unwrap().clone();
+    (r, log)
+}
+
+#[test]
+fn w_keeps_the_newest_files_and_counts_what_it_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("a.pcap.lz4");
+    // An earlier run's file of the rotation, and a file of another name.
+    std::fs::write(dir.path().join("a-00042.pcap.lz4"), b"old").unwrap();
+    std::fs::write(dir.path().join("notes-00001.pcap.lz4"), b"keep").unwrap();
+    let pkts = packets(100, 200, true, 5);
+    let rot = RotateConfig {
+        max_files: Some(3),
+        ..RotateConfig::default()
+    };
+    let (r, log) = rotate(&base, rot, &pkts, 10);
+    assert_eq!(
+        trace_names(dir.path()),
+        [
+            "a-00007.pcap.lz4",
+            "a-00008.pcap.lz4",
+            "a-00009.pcap.lz4",
+            "notes-00001.pcap.lz4"
+        ]
+    );
+    // Ten files written, seven deleted, and the earlier run's one first.
+    assert_eq!(r.files.len(), 3);
+    assert_eq!(r.deleted.len(), 8, "{log:?}");
+    assert!(r.deleted[0].path.ends_with("a-00042.pcap.lz4"));
+    assert!(r.deleted[0].written.is_none());
+    assert!(r.deleted[1].path.ends_with("a.pcap.lz4"));
+    assert_eq!(log.len(), 8);
+    assert!(log.iter().all(|l| l.contains("-W 3")), "{log:?}");
+    // Every packet was written once, to a file kept or one deleted.
+    let written: u64 = r.files.iter().map(|(_, s)| s.packets).sum::<u64>()
+        + r.deleted
+            .iter()
+            .filter_map(|d| d.written.as_ref())
+            .map(|s| s.packets)
+            .sum::<u64>();
+    assert_eq!(written, 100);
+    let kept: Vec<Pkt> = r.files.iter().flat_map(|(p, _)| read_file(p)).collect();
+    assert!(kept == pkts[70..]);
+    // The deleted files' indexes went with them.
+    assert!(!index_path(&base).exists());
+    assert!(index_path(&dir.path().join("a-00009.pcap.lz4")).exists());
+}
+
+#[test]
+fn max_total_keeps_the_rotation_within_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("b.pcapng");
+    let pkts = packets(200, 1000, true, 7);
+    // Each file about 20 packets of 1,000 random bytes, 21 KB.
+    let limit = 100_000;
+    let rot = RotateConfig {
+        max_total_bytes: Some(limit),
+        ..RotateConfig::default()
+    };
+    let (r, log) = rotate(&base, rot, &pkts, 20);
+    let on_disk: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(on_disk <= limit, "{on_disk} bytes on disk");
+    assert!(r.files.len() >= 3 && !r.deleted.is_empty(), "{log:?}");
+    assert!(
+        log.iter().all(|l| l.contains("--max-total 100000")),
+        "{log:?}"
+    );
+    // The newest files are the ones kept, and whole.
+    let kept: Vec<Pkt> = r.files.iter().flat_map(|(p, _)| read_file(p)).collect();
+    assert!(kept == pkts[pkts.len() - kept.len()..]);
+    assert_eq!(kept.len(), r.files.len() * 20);
+    // A second run counts the first one's files, the oldest first, but
+    // never deletes a file this process reads (its six files' names
+    // stop short of the first run's oldest kept one).
+    let first = r.files[0].0.clone();
+    assert!(first.ends_with("b-00006.pcapng"), "{first:?}");
+    let reader = TraceReader::open(&first).unwrap();
+    let (r2, _) = rotate(&base, rot, &pkts[..120], 20);
+    assert!(first.exists() && r2.deleted.iter().all(|d| d.path != first));
+    assert!(
+        r2.deleted.iter().any(|d| d.written.is_none()),
+        "{:?}",
+        r2.deleted
+    );
+    drop(reader);
+}
+
+#[test]
+fn limits_need_a_rotation_and_a_positive_count() {
+    let base = RotateConfig::tcpdump(Some(1), None);
+    for bad in [
+        RotateConfig {
+            max_files: Some(0),
+            ..base
+        },
+        RotateConfig {
+            max_total_bytes: Some(0),
+            ..base
+        },
+        RotateConfig {
+            max_files: Some(2),
+            ..RotateConfig::default()
+        },
+    ] {
+        assert!(bad.validate().is_err(), "{bad:?}");
+    }
+    assert!(RotateConfig {
+        max_files: Some(2),
+        ..base
+    }
+    .validate()
+    .is_ok());
 }
 
 #[test]
@@ -570,6 +727,7 @@ fn rotation_by_time_uses_packet_timestamps() {
             RotateConfig {
                 max_bytes: with_size.then_some(1),
                 interval_secs: Some(30),
+                ..RotateConfig::default()
             },
         )
         .unwrap();
@@ -578,7 +736,7 @@ fn rotation_by_time_uses_packet_timestamps() {
             // Make -C see the bytes: one chunk per packet.
             w.flush_block().unwrap();
         }
-        let files = w.finish().unwrap();
+        let files = w.finish().unwrap().files;
         let names: Vec<String> = files
             .iter()
             .map(|(p, _)| p.file_name().unwrap().to_str().unwrap().to_string())
@@ -586,9 +744,9 @@ fn rotation_by_time_uses_packet_timestamps() {
         if with_size {
             // -C 1 byte with -G: each packet after the first in a period
             // starts a new numbered file; the count restarts each period.
-            assert_eq!(names[0], "cap.pcapng-20231114221320");
-            assert_eq!(names[1], "cap.pcapng-202311142213201");
-            assert_eq!(names[15], "cap.pcapng-20231114221350");
+            assert_eq!(names[0], "cap-20231114221320.pcapng");
+            assert_eq!(names[1], "cap-20231114221320-00001.pcapng");
+            assert_eq!(names[15], "cap-20231114221350.pcapng");
             assert_eq!(names.len(), 35);
         } else {
             assert_eq!(

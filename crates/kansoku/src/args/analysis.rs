@@ -20,7 +20,7 @@ pub struct FilterArgs {
 #[derive(Debug, Subcommand)]
 pub enum FilterCommand {
     /// Filter a trace: per-rule hits, passed and rejected totals (the default with -r).
-    Run(FilterRunArgs),
+    Run(Box<FilterRunArgs>),
     /// Which rule matches a packet like `tcp 10.0.0.1:1234 > 10.0.0.2:25 flags A`, and which later rules also do.
     Explain(FilterExplainArgs),
     /// Rules that can never match (shadowed) and overlapping rules with different actions.

@@ -50,6 +50,14 @@ pub struct OutputArgs {
     /// Start a new file every SECONDS of packet time (as tcpdump -G); strftime fields in the name are expanded.
     #[arg(short = 'G', value_name = "SECONDS")]
     pub rotate_seconds: Option<u64>,
+    /// With -C or -G: keep the newest N files of the rotation, deleting the oldest (and their indexes) as each
+    /// new one starts; files an earlier run of the same name left count too. Each deletion is logged.
+    #[arg(short = 'W', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rotate_files: Option<u64>,
+    /// With -C or -G: keep the rotation's files within SIZE bytes (K, M, G, T: powers of 1000; KiB, MiB, GiB,
+    /// TiB: of 1024), deleting the oldest as each new one starts, as n2disk's disk limit. Each deletion is logged.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_total: Option<u64>,
     /// Do not write the seek index beside the trace.
     #[arg(long)]
     pub no_index: bool,
@@ -72,6 +80,36 @@ pub struct OutputArgs {
     /// capture, always elsewhere.
     #[arg(long, value_enum)]
     pub compress_when: Option<CompressWhen>,
+}
+
+/// A size in bytes: a whole number with an optional unit (`500M`, `2GiB`,
+/// `1.5T`), at least 1 byte.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "m" | "mb" => 1_000_000,
+        "g" | "gb" => 1_000_000_000,
+        "t" | "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return Err(format!("{s:?}: a size such as 500M, 20G or 2TiB")),
+    };
+    let bytes = num
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(|v| v * scale as f64)
+        .filter(|b| (1.0..1.8e19).contains(b))
+        .ok_or_else(|| format!("{s:?}: a size from 1 byte to 18 EB, such as 500M, 20G or 2TiB"))?;
+    Ok(bytes as u64)
 }
 
 fn parse_idle(s: &str) -> Result<f64, String> {
@@ -146,7 +184,11 @@ impl OutputArgs {
         Ok(TraceSettings {
             writer,
             compress_threads: self.compress_threads,
-            rotation: RotateConfig::tcpdump(self.rotate_size, self.rotate_seconds),
+            rotation: RotateConfig {
+                max_files: self.rotate_files,
+                max_total_bytes: self.max_total,
+                ..RotateConfig::tcpdump(self.rotate_size, self.rotate_seconds)
+            },
             nanos: self.time_precision.map(|p| p == PrecisionArg::Nano),
         })
     }
@@ -201,6 +243,33 @@ impl StoreOpts {
             credentials: self.store_credentials.as_deref(),
             probe: self.probe.as_deref(),
             spool: self.spool.as_deref(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_decimal_and_binary_units() {
+        assert_eq!(parse_size("500M"), Ok(500_000_000));
+        assert_eq!(parse_size("2TiB"), Ok(2 << 40));
+        assert_eq!(parse_size("1.5g"), Ok(1_500_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("7 MB"), Ok(7_000_000));
+        for bad in [
+            "",
+            "0",
+            "0.4",
+            "M",
+            "-1G",
+            "1e3",
+            "20 parsecs",
+            "99999999999T",
+            "1..2G",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
         }
     }
 }

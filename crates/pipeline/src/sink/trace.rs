@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use trace::format::Codec;
-use trace::rotate::{RotateConfig, RotatingWriter};
+use trace::rotate::{RotateConfig, Rotated, RotatingWriter};
 use trace::write::{TraceWriter, WriteStats, WriterConfig};
 use trace::{Record, Section, TsResolution};
 
@@ -122,6 +122,11 @@ pub struct SinkSummary {
     pub blocked_ns: u64,
     pub longest_block_ns: u64,
     pub sync_ns: u64,
+    /// Files `-W`/`--max-total` deleted, and the bytes that freed (their
+    /// seek indexes included); what this run wrote to them is counted
+    /// above, their names are not in `files`.
+    pub deleted_files: u64,
+    pub deleted_bytes: u64,
     /// Derived: the compressor's throughput (MB/s of input), the writes'
     /// (MB/s written), the ratio of what was compressed, and whether
     /// compressing saved time by the condition T_c > T_d / (1 - r).
@@ -172,8 +177,15 @@ impl TraceSink {
                 .map_err(|e| write_error(&self.path, e))?;
             State::Stdout(Box::new(w))
         } else {
-            let w = RotatingWriter::new(&self.path, self.config.clone(), self.rotation)
+            let mut w = RotatingWriter::new(&self.path, self.config.clone(), self.rotation)
                 .map_err(|e| write_error(&self.path, e))?;
+            w.on_delete(Box::new(|d, why| {
+                eprintln!(
+                    "kansoku: deleted {} ({} bytes): {why}",
+                    display_path(&d.path),
+                    d.bytes
+                )
+            }));
             State::Files(Box::new(w))
         };
         Ok(())
@@ -202,17 +214,30 @@ impl TraceSink {
 
     /// Closes the output properly (end mark, index) and says what was written.
     pub fn finish(self) -> Result<SinkSummary> {
-        let written: Vec<(PathBuf, WriteStats)> = match self.state {
+        let written = match self.state {
             State::Pending => return Ok(SinkSummary::default().with_ratio()),
             State::Files(w) => w.finish().map_err(|e| write_error(&self.path, e))?,
-            State::Stdout(w) => vec![(
-                self.path.clone(),
-                w.finish().map_err(|e| write_error(&self.path, e))?,
-            )],
+            State::Stdout(w) => Rotated {
+                files: vec![(
+                    self.path.clone(),
+                    w.finish().map_err(|e| write_error(&self.path, e))?,
+                )],
+                deleted: Vec::new(),
+            },
         };
         let mut s = SinkSummary::default();
-        for (path, stats) in written {
+        for (path, stats) in written.files {
             s.add(&SinkSummary::of(path, &stats));
+        }
+        for d in written.deleted {
+            let mut of = d
+                .written
+                .map(|w| SinkSummary::of(d.path, &w))
+                .unwrap_or_default();
+            of.files.clear();
+            of.deleted_files = 1;
+            of.deleted_bytes = d.bytes;
+            s.add(&of);
         }
         Ok(s)
     }
@@ -339,6 +364,8 @@ impl SinkSummary {
         self.blocked_ns += o.blocked_ns;
         self.longest_block_ns = self.longest_block_ns.max(o.longest_block_ns);
         self.sync_ns += o.sync_ns;
+        self.deleted_files += o.deleted_files;
+        self.deleted_bytes += o.deleted_bytes;
         *self = std::mem::take(self).with_ratio();
     }
 
@@ -357,6 +384,12 @@ impl SinkSummary {
             self.bytes_out,
             self.ratio
         );
+        if self.deleted_files > 0 {
+            s.push_str(&format!(
+                "; {} older files deleted ({} bytes) to keep within -W/--max-total",
+                self.deleted_files, self.deleted_bytes
+            ));
+        }
         if self.blocks > 0 {
             s.push_str(&format!(
                 ", {} of {} blocks stored raw",
