@@ -165,7 +165,9 @@ pub fn run(a: &BenchAnonArgs, stop: &AtomicBool, out: &mut dyn Write) -> Result<
             }
             times[*which].push(t.elapsed().as_secs_f64());
             let _ = std::fs::remove_file(&output);
-            let _ = std::fs::remove_file(d.join("out.pcap.kidx"));
+            for s in trace::index::sidecars(&output) {
+                let _ = std::fs::remove_file(s);
+            }
         }
     }
     let (ta, k, keep) = (median(&times[0]), median(&times[1]), median(&times[2]));

@@ -50,6 +50,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("http_response", http_response),
     ("observe", observe),
     ("index", index),
+    ("key_index", key_index),
     ("window", window),
     ("split", split),
     ("web_request", web_request),
@@ -545,6 +546,48 @@ pub fn index(data: &[u8]) {
         let back = IndexEntry::from_bytes(&again).expect("to_bytes writes a valid checksum");
         assert_eq!(back, IndexEntry { crc: Some(0), ..e });
     }
+}
+
+/// Fuzzes the key index (`trace::keys`). The input is read twice: as a
+/// key sidecar, whose records are taken as far as they can be trusted (a
+/// damaged or torn one ends them, and says so, never a panic); and as a
+/// frame (the first byte picks the link type), whose chunk filter must hold
+/// every key the frame's flow has (a filter never says "absent" of a key a
+/// packet has: the query would lose it), fold to any stored size, and
+/// encode to bytes that decode to itself.
+pub fn key_index(data: &[u8]) {
+    use trace::keys::{key_port, key_protocol, key_v4, key_v6, records, ChunkKeys, KeyFilter};
+    let mut recs = records(data);
+    let mut n = 0usize;
+    for r in recs.by_ref() {
+        n += usize::from(r.filter.may_contain(key_port(80))) + r.chunk as usize % 2;
+    }
+    std::hint::black_box((n, recs.problem, recs.torn));
+    let Some((&l, frame)) = data.split_first() else {
+        return;
+    };
+    let link = LINKS[usize::from(l) % LINKS.len()];
+    let mut b = ChunkKeys::new(usize::from(l) << 4);
+    b.add_packet(link, frame);
+    let Some(mut f) = b.take() else {
+        return;
+    };
+    f.fold(frame.len() as u64);
+    if let Some(fb) = wire::flow_bits(link, frame) {
+        let (src, dst) = if fb.version == 4 {
+            (key_v4(fb.src as u32), key_v4(fb.dst as u32))
+        } else {
+            (key_v6(fb.src), key_v6(fb.dst))
+        };
+        assert!(f.may_contain(src) && f.may_contain(dst));
+        assert!(f.may_contain(key_protocol(fb.protocol)));
+        if matches!(fb.protocol, 6 | 17) {
+            assert!(f.may_contain(key_port(fb.src_port)) && f.may_contain(key_port(fb.dst_port)));
+        }
+    }
+    let mut enc = Vec::new();
+    f.encode(&mut enc);
+    assert_eq!(KeyFilter::decode(&enc).ok(), Some(f));
 }
 
 /// [`window`]'s first two bytes (little-endian) when the trace has no index.

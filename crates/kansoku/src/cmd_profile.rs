@@ -139,7 +139,11 @@ pub fn run(args: &ProfileArgs) -> pipeline::Result<Report> {
     let mut input = match split {
         Some(s) => Input::Split(s),
         None if path.is_dir() => Input::Dir(expression),
-        None => Input::Plain(TraceSource::open(path)?.with_expression(expression)),
+        None => Input::Plain(TraceSource::open_selected(
+            path,
+            Default::default(),
+            expression,
+        )?),
     };
     let cfg = ProfilerConfig {
         tree_thread: pipeline::stage::profile::tree_thread(

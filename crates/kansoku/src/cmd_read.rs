@@ -42,7 +42,7 @@ pub fn run(args: &ReadArgs) -> pipeline::Result<Report> {
         );
         return close(chain.passed, r?, args.json);
     }
-    let mut source = TraceSource::open_window(&args.read, window)?.with_expression(expression);
+    let mut source = TraceSource::open_selected(&args.read, window, expression)?;
     // From a pipe: a quiet input's partial block reaches the file (or its
     // lines the terminal) within the idle time.
     source.idle_every(args.out.idle_flush());

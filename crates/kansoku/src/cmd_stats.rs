@@ -16,7 +16,7 @@ pub fn run(args: &StatsArgs) -> pipeline::Result<Report> {
     // A directory's traces, each apart, in time order.
     let files = pipeline::source::dir::expand(&args.files, &mut report.warnings)?;
     for path in &files {
-        let mut source = TraceSource::open(path)?.with_expression(expression.clone());
+        let mut source = TraceSource::open_selected(path, Default::default(), expression.clone())?;
         let progress = TerminalProgress::new(source.size(), true);
         let mut census = Census::default();
         let ctl = Control {

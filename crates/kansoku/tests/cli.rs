@@ -211,6 +211,8 @@ fn compress_threads_write_the_same_file_as_one_thread() {
         assert_eq!(bytes(&one), bytes(&three), "{codec}: files differ");
         let kidx = |f: &std::path::Path| bytes(&trace::index::index_path(f));
         assert_eq!(kidx(&one), kidx(&three), "{codec}: indexes differ");
+        let keys = |f: &std::path::Path| bytes(&trace::keys::keys_path(f));
+        assert_eq!(keys(&one), keys(&three), "{codec}: key indexes differ");
         let (recs, cut) = read_all(&three);
         assert!(!cut, "{codec}: cut short");
         let packets = recs
@@ -482,7 +484,7 @@ fn rotation_by_size_and_time_gives_complete_traces() {
     let mut files = 0;
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "kidx") {
+        if trace::index::is_sidecar(&path.to_string_lossy()) {
             continue;
         }
         let (records, truncated) = read_all(&path);
@@ -519,7 +521,7 @@ fn rotation_by_size_and_time_gives_complete_traces() {
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.ends_with(".kidx"))
+        .filter(|n| !trace::index::is_sidecar(n))
         .collect();
     names.sort();
     assert_eq!(
@@ -547,7 +549,7 @@ fn w_and_max_total_keep_the_newest_files_and_say_what_they_deleted() {
     let kept: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.ends_with(".kidx"))
+        .filter(|n| !trace::index::is_sidecar(n))
         .collect();
     assert_eq!(kept.len(), 3, "{kept:?}");
     assert!(kept

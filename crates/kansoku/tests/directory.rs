@@ -49,7 +49,7 @@ fn rotated(root: &Path) -> std::path::PathBuf {
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| !p.to_string_lossy().ends_with(".kidx"))
+        .filter(|p| !trace::index::is_sidecar(&p.to_string_lossy()))
         .collect();
     files.sort();
     assert!(files.len() >= 4, "{files:?}");
@@ -61,7 +61,9 @@ fn rotated(root: &Path) -> std::path::PathBuf {
         };
         run_ok(&["read", "-r", p(f), "-w", p(&to)]);
         std::fs::remove_file(f).unwrap();
-        let _ = std::fs::remove_file(format!("{}.kidx", f.display()));
+        for s in trace::index::sidecars(f) {
+            let _ = std::fs::remove_file(s);
+        }
     }
     // Not a trace: named and left out, not a failure.
     std::fs::write(dir.join("README"), "rotated by kansoku read -C 4\n").unwrap();

@@ -29,6 +29,7 @@ pub mod error;
 pub mod expression;
 pub mod packet;
 pub mod progress;
+pub mod query;
 pub mod report;
 pub mod run;
 pub mod signals;

@@ -99,6 +99,18 @@ pub fn index_path(trace: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Every sidecar kansoku may keep beside the trace at `trace`: the seek
+/// index and the key index ([`crate::keys::keys_path`]). They go where
+/// the trace goes (renamed, deleted with it).
+pub fn sidecars(trace: &Path) -> [PathBuf; 2] {
+    [index_path(trace), crate::keys::keys_path(trace)]
+}
+
+/// Whether the file name `name` is a sidecar's, not a trace's.
+pub fn is_sidecar(name: &str) -> bool {
+    name.ends_with(".kidx") || name.ends_with(".kkeys")
+}
+
 /// One chunk of a trace.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexEntry {
@@ -382,13 +394,18 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Appends entries to a sidecar, one unbuffered write each, so that an entry
-/// is in the file as soon as the chunk it describes is.
+/// is in the file as soon as the chunk it describes is; and, when asked,
+/// the chunks' key filters to the key sidecar ([`crate::keys`]) beside it.
 pub struct IndexWriter {
     file: File,
     path: PathBuf,
     /// Entries not yet written: appended in batches of
     /// [`IndexWriter::BATCH`], not a `write` each.
     pending: Vec<u8>,
+    /// Entries appended so far: the next entry's chunk number.
+    appended: u64,
+    /// The key sidecar and its records not yet written.
+    keys: Option<(File, PathBuf, Vec<u8>)>,
 }
 
 impl IndexWriter {
@@ -402,7 +419,24 @@ impl IndexWriter {
             file,
             path: path.to_path_buf(),
             pending: Vec::with_capacity(IndexWriter::BATCH * ENTRY_LEN),
+            appended: 0,
+            keys: None,
         })
+    }
+
+    /// Also writes the key sidecar of the trace at `trace`
+    /// ([`crate::keys::keys_path`]), created (truncated) now.
+    pub fn with_keys(mut self, trace: &Path) -> Result<IndexWriter> {
+        let path = crate::keys::keys_path(trace);
+        let mut file = File::create(&path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        let mut head = crate::keys::MAGIC.to_vec();
+        head.extend_from_slice(&crate::keys::VERSION.to_le_bytes());
+        head.extend_from_slice(&[0, 0]);
+        file.write_all(&head)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        self.keys = Some((file, path, Vec::new()));
+        Ok(self)
     }
 
     /// Entries gathered before they are written (4 KiB). A `write` per
@@ -417,6 +451,19 @@ impl IndexWriter {
     /// Appends one entry; written with the batch it completes, or at the
     /// next [`flush`](IndexWriter::flush).
     pub fn append(&mut self, e: &IndexEntry) -> Result<()> {
+        self.append_with_keys(e, None)
+    }
+
+    /// Appends one entry and its chunk's key filter (with a key sidecar).
+    pub fn append_with_keys(
+        &mut self,
+        e: &IndexEntry,
+        filter: Option<&crate::keys::KeyFilter>,
+    ) -> Result<()> {
+        if let (Some((_, _, pending)), Some(f)) = (self.keys.as_mut(), filter) {
+            crate::keys::encode_record(pending, self.appended, e.crc.unwrap_or(0), f);
+        }
+        self.appended += 1;
         self.pending.extend_from_slice(&e.to_bytes());
         if self.pending.len() >= IndexWriter::BATCH * ENTRY_LEN {
             self.flush()?;
@@ -429,8 +476,17 @@ impl IndexWriter {
         self.pending.len() + ENTRY_LEN >= IndexWriter::BATCH * ENTRY_LEN
     }
 
-    /// Writes the entries appended so far.
+    /// Writes the entries appended so far (the key filters first: an
+    /// entry without its filter costs a read, a filter without its entry
+    /// is never used).
     pub fn flush(&mut self) -> Result<()> {
+        if let Some((file, path, pending)) = self.keys.as_mut() {
+            if !pending.is_empty() {
+                let r = file.write_all(pending);
+                pending.clear();
+                r.map_err(|err| Error::io(format!("writing {}", path.display()), err))?;
+            }
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -442,6 +498,10 @@ impl IndexWriter {
     /// Writes the entries appended so far and flushes the sidecar to disk.
     pub fn sync(&mut self) -> Result<()> {
         self.flush()?;
+        if let Some((file, path, _)) = self.keys.as_mut() {
+            file.sync_data()
+                .map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+        }
         self.file
             .sync_data()
             .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))

@@ -29,6 +29,7 @@ pub mod compress;
 pub mod error;
 pub mod format;
 pub mod index;
+pub mod keys;
 pub mod read;
 pub mod record;
 pub mod reindex;

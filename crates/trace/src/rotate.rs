@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use wire::LinkType;
 
 use crate::error::{Error, Result};
-use crate::index::index_path;
+use crate::index::sidecars;
 use crate::read::is_being_read;
 use crate::record::{Interface, Record, Section};
 use crate::write::{split_extension, TraceWriter, WriteStats, WriterConfig};
@@ -60,7 +60,7 @@ pub struct RotateConfig {
     /// oldest.
     pub max_files: Option<u64>,
     /// `--max-total`: keep the rotation's files within this many bytes,
-    /// their indexes included, deleting the oldest.
+    /// their sidecars (seek and key indexes) included, deleting the oldest.
     pub max_total_bytes: Option<u64>,
 }
 
@@ -328,7 +328,8 @@ impl RotatingWriter {
         };
         let size = |p: &Path| {
             let file = std::fs::metadata(p).map_or(0, |m| m.len());
-            file + std::fs::metadata(index_path(p)).map_or(0, |m| m.len())
+            let side = sidecars(p).map(|s| std::fs::metadata(s).map_or(0, |m| m.len()));
+            file + side.iter().sum::<u64>()
         };
         let mut sizes: Vec<u64> = done.iter().map(|m| size(&m.path)).collect();
         let reserve = self
@@ -383,7 +384,9 @@ impl RotatingWriter {
             }
             let m = done.remove(i);
             let bytes = sizes.remove(i);
-            let _ = std::fs::remove_file(index_path(&m.path));
+            for s in sidecars(&m.path) {
+                let _ = std::fs::remove_file(s);
+            }
             total = total.saturating_sub(bytes);
             let d = Deleted {
                 path: m.path,

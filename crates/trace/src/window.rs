@@ -43,6 +43,7 @@ use std::sync::Arc;
 use crate::error::{Corruption, Error, Result};
 use crate::format::Codec;
 use crate::index::{index_path, read_index, Index, IndexEntry};
+use crate::keys::{select, KeyQuery};
 use crate::read::{Checks, TraceReader};
 
 /// The entries of an index that the file bears out.
@@ -77,6 +78,13 @@ pub struct WindowStats {
     pub tail_bytes: u64,
     /// Why the index was not used, when there was one.
     pub index_problem: Option<String>,
+    /// With a query the key index can narrow: chunks of the window its
+    /// filters ruled out (not read), and chunks read for want of a filter
+    /// (none written, or one that could not be trusted).
+    pub chunks_skipped_by_keys: u64,
+    pub chunks_without_keys: u64,
+    /// Why the key index was not used, or not whole, when there was one.
+    pub keys_problem: Option<String>,
 }
 
 /// A chunk's decompressed length is at most this (a block of packets, or
@@ -86,11 +94,17 @@ const MAX_CHUNK: u64 = 64 << 20;
 /// Checks `index` against the trace `file` of `file_len` bytes; the entries
 /// that lie whole inside the file (after a crash the file may have lost
 /// the chunks of the last entries), or why the index cannot be used.
+///
+/// Every entry's fields are checked against the others; the file's bytes
+/// at a chunk's start only where `read(i)` says chunk `i` will be read (a
+/// read of a few chunks of a large file made a system call for each of
+/// the others: 50,000 for a host's packets in 1.6 GB).
 pub(crate) fn check_index(
     index: &Index,
     file: &File,
     file_len: u64,
     lz4_sums: bool,
+    read: &dyn Fn(usize) -> bool,
 ) -> std::result::Result<Checked, String> {
     let mut whole = 0;
     let (mut comp_end, mut decomp_end) = (None::<u64>, 0u64);
@@ -194,8 +208,10 @@ pub(crate) fn check_index(
                 e.first_ts, e.last_ts
             ));
         }
-        check_chunk_start(index.codec, file, e, i == 0, lz4_sums)
-            .map_err(|why| format!("entry {i}: at file offset {}, {why}", e.comp_offset))?;
+        if read(i) {
+            check_chunk_start(index.codec, file, e, i == 0, lz4_sums)
+                .map_err(|why| format!("entry {i}: at file offset {}, {why}", e.comp_offset))?;
+        }
         comp_end = Some(end);
         decomp_end = e.decomp_offset + e.decomp_len;
         whole = i + 1;
@@ -305,6 +321,21 @@ pub fn open_window_with(
     until_ns: Option<u64>,
     verify: bool,
 ) -> Result<(TraceReader, WindowStats)> {
+    open_query(path, since_ns, until_ns, &KeyQuery::Any, verify)
+}
+
+/// [`open_window_with`], reading only the chunks of the window whose key
+/// filters ([`crate::keys`]) say they may hold a packet `query` matches:
+/// the chunks without a filter are read, and so is everything when the
+/// trace has no key index. The reader may yield packets the query does not
+/// match; the caller applies its full expression to each.
+pub fn open_query(
+    path: &Path,
+    since_ns: Option<u64>,
+    until_ns: Option<u64>,
+    query: &KeyQuery,
+    verify: bool,
+) -> Result<(TraceReader, WindowStats)> {
     let full = |problem: Option<String>| -> Result<(TraceReader, WindowStats)> {
         let stats = WindowStats {
             index_problem: problem,
@@ -346,12 +377,36 @@ pub fn open_window_with(
     let lz4_sums = codec == Codec::Lz4
         && file.read_exact_at(&mut flg, FLG_OFFSET).is_ok()
         && flg[0] & FLG_BLOCK_CHECKSUM != 0;
+    let everything = since_ns.is_none() && until_ns.is_none();
+    let in_time = |e: &IndexEntry| {
+        everything
+            || (e.packets > 0
+                && !matches!(since_ns, Some(s) if e.last_ts < s)
+                && !matches!(until_ns, Some(u) if e.first_ts > u))
+    };
+    // Packets of a metadata chunk (where another tool's compressed block
+    // holds the file header and packets, and `kansoku index` could not
+    // part them) count like any others. With a key index, a packet chunk
+    // is read where its filter may hold a match, or where it has none.
+    let keys = query.narrows().then(|| {
+        let crcs: Vec<Option<u32>> = index
+            .entries
+            .iter()
+            .map(|e| if e.is_metadata() { None } else { e.crc })
+            .collect();
+        select(path, &crcs, query)
+    });
+    let may_match = |i: usize| keys.as_ref().is_none_or(|k| k.may_match[i]);
+    let read = |i: usize| {
+        let e = &index.entries[i];
+        e.is_metadata() || (in_time(e) && may_match(i))
+    };
     let Checked {
         whole,
         end: indexed_end,
         closed,
         past_end,
-    } = match check_index(&index, &file, file_len, lz4_sums) {
+    } = match check_index(&index, &file, file_len, lz4_sums, &read) {
         Ok(c) => c,
         Err(why) => return full(Some(format!("{}: {why}", ipath.display()))),
     };
@@ -360,32 +415,26 @@ pub fn open_window_with(
         // Nothing indexed is in the file: a full read is the same thing.
         return full(None);
     }
-    let everything = since_ns.is_none() && until_ns.is_none();
-    // Packets of a metadata chunk (where another tool's compressed block
-    // holds the file header and packets, and `kansoku index` could not
-    // part them) count like any others.
-    let overlaps = |e: &IndexEntry| {
-        everything
-            || (e.packets > 0
-                && !matches!(since_ns, Some(s) if e.last_ts < s)
-                && !matches!(until_ns, Some(u) if e.first_ts > u))
-    };
+    let overlaps = |i: usize, e: &IndexEntry| in_time(e) && may_match(i);
     // Past the last whole entry the file is read to its end: chunks the
     // index has not caught up with, and the stream's end.
     let tail = file_len - indexed_end;
     let last_needed = if tail > 0 {
         Some(entries.len())
     } else {
-        entries.iter().rposition(overlaps)
+        entries
+            .iter()
+            .enumerate()
+            .rposition(|(i, e)| overlaps(i, e))
     };
     let selected: Vec<bool> = entries
         .iter()
         .enumerate()
         .map(|(i, e)| {
             if e.is_metadata() {
-                overlaps(e) || !matches!(last_needed, Some(l) if i >= l)
+                overlaps(i, e) || !matches!(last_needed, Some(l) if i >= l)
             } else {
-                overlaps(e)
+                overlaps(i, e)
             }
         })
         .collect();
@@ -397,6 +446,9 @@ pub fn open_window_with(
         chunks_selected: n_selected,
         tail_bytes: tail,
         index_problem: None,
+        chunks_skipped_by_keys: keys.as_ref().map_or(0, |k| k.ruled_out),
+        chunks_without_keys: keys.as_ref().map_or(0, |k| k.without_filter),
+        keys_problem: keys.as_ref().and_then(|k| k.problem.clone()),
     };
     let checks = Arc::new(Checks::default());
     // The read goes to the file's end and the writer did not close the

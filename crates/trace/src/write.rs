@@ -39,6 +39,7 @@ use crate::compress::{check_level, ChunkEncoder, ChunkReport};
 use crate::error::{Error, Result};
 use crate::format::{pcap, pcapng, Codec};
 use crate::index::{self, IndexEntry, IndexWriter, FLAG_END, FLAG_METADATA, FLAG_RAW};
+use crate::keys::{ChunkKeys, KeyFilter};
 use crate::record::{Interface, Packet, PacketKind, Record, Section, TsResolution};
 
 mod coalesced;
@@ -224,6 +225,10 @@ pub struct WriterConfig {
     pub snaplen: u32,
     /// Write the seek index sidecar (`<path>.kidx`) beside a file.
     pub index: bool,
+    /// With `index`: the key sidecar too ([`crate::keys`]), a Bloom filter
+    /// of each chunk's addresses, ports and protocols, so that queries read
+    /// only the chunks that can hold a match.
+    pub keys: bool,
     /// `fdatasync` the trace after every chunk (file-backed writers only).
     pub sync: bool,
     /// Compression threads (at most [`MAX_THREADS`]). 0 or 1, the default:
@@ -306,6 +311,7 @@ impl Default for WriterConfig {
             nanos: true,
             snaplen: DEFAULT_SNAPLEN,
             index: true,
+            keys: true,
             sync: false,
             threads: 1,
             stream_checksums: false,
@@ -479,7 +485,11 @@ pub struct TraceWriter<W: Write> {
     economy: Option<Economy>,
     /// With a write thread: index entries of chunks the file may not hold
     /// yet, in order; each goes to the index once it does.
-    held_entries: std::collections::VecDeque<IndexEntry>,
+    held_entries: std::collections::VecDeque<(IndexEntry, Option<KeyFilter>)>,
+    /// With a key sidecar: the current chunk's keys, and the filters of
+    /// chunks flushed but not yet written, in order.
+    keys: Option<ChunkKeys>,
+    filters: std::collections::VecDeque<Option<KeyFilter>>,
 }
 
 impl TraceWriter<File> {
@@ -498,23 +508,33 @@ impl TraceWriter<File> {
         let file =
             File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         let ipath = index::index_path(path);
+        let kpath = crate::keys::keys_path(path);
+        // A stale sidecar of an earlier file of this name is removed.
+        let remove = |p: &Path| match std::fs::remove_file(p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(format!("removing {}", p.display()), e)),
+        };
         let index = if cfg.index {
-            Some(IndexWriter::create(
-                &ipath,
-                cfg.codec,
-                cfg.format == OutputFormat::Pcapng,
-            )?)
-        } else {
-            match std::fs::remove_file(&ipath) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(format!("removing {}", ipath.display()), e)),
+            let ix = IndexWriter::create(&ipath, cfg.codec, cfg.format == OutputFormat::Pcapng)?;
+            if cfg.keys {
+                Some(ix.with_keys(path)?)
+            } else {
+                remove(&kpath)?;
+                Some(ix)
             }
+        } else {
+            remove(&ipath)?;
+            remove(&kpath)?;
             None
         };
+        let keys = cfg.index && cfg.keys;
         let sync = cfg.sync;
         let mut w = TraceWriter::new(file, cfg)?;
         w.index = index;
+        if keys {
+            w.keys = Some(ChunkKeys::new(w.cfg.block_size));
+        }
         if sync {
             w.sync = Some(File::sync_data);
         } else if w.cfg.write_thread {
@@ -551,6 +571,8 @@ impl<W: Write> TraceWriter<W> {
         Ok(TraceWriter {
             economy,
             held_entries: std::collections::VecDeque::new(),
+            keys: None,
+            filters: std::collections::VecDeque::new(),
             sink: Coalesced::new(
                 sink,
                 if cfg.sync { 0 } else { cfg.write_bytes },
@@ -629,14 +651,14 @@ impl<W: Write> TraceWriter<W> {
                 }
                 let mut p = *p;
                 p.data = self.cut(p.data);
-                self.put_record(Some(p.ts_nanos()), |out| {
+                self.put_record(Some(p.ts_nanos()), Some((p.link_type, p.data)), |out| {
                     pcapng::emit_packet(out, &p);
                     Ok(())
                 })
             }
             (OutputFormat::Pcapng, Record::Block(b)) => {
                 self.ng_ensure_section()?;
-                match self.put_record(None, |out| pcapng::emit_raw_block(out, b)) {
+                match self.put_record(None, None, |out| pcapng::emit_raw_block(out, b)) {
                     // A big-endian block of a layout the emitter cannot
                     // convert is skipped, like a pcapng extra in pcap output.
                     Err(Error::Format { .. }) => {
@@ -692,7 +714,7 @@ impl<W: Write> TraceWriter<W> {
                     options: &[],
                     kind: PacketKind::Enhanced,
                 };
-                self.put_record(Some(ts_nanos), |out| {
+                self.put_record(Some(ts_nanos), Some((link_type, p.data)), |out| {
                     pcapng::emit_packet(out, &p);
                     Ok(())
                 })
@@ -837,7 +859,8 @@ impl<W: Write> TraceWriter<W> {
     fn pcap_packet(&mut self, ts_nanos: u64, orig_len: u32, data: &[u8]) -> Result<()> {
         let data = self.cut(data);
         let nanos = self.cfg.nanos;
-        self.put_record(Some(ts_nanos), |out| {
+        let link = self.pcap_link.unwrap_or(LinkType::Ethernet);
+        self.put_record(Some(ts_nanos), Some((link, data)), |out| {
             pcap::emit_record(out, ts_nanos, nanos, orig_len, data);
             Ok(())
         })
@@ -873,7 +896,7 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn put_metadata(&mut self, emit: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {
-        self.put_record(None, emit)
+        self.put_record(None, None, emit)
     }
 
     /// Appends one record to the block: a packet with its timestamp, or
@@ -883,6 +906,7 @@ impl<W: Write> TraceWriter<W> {
     fn put_record(
         &mut self,
         ts: Option<u64>,
+        packet: Option<(LinkType, &[u8])>,
         emit: impl FnOnce(&mut Vec<u8>) -> Result<()>,
     ) -> Result<()> {
         let metadata = ts.is_none();
@@ -912,6 +936,9 @@ impl<W: Write> TraceWriter<W> {
             c.packets = c.packets.saturating_add(1);
             self.stats.packets += 1;
         }
+        if let (Some(k), Some((link, data))) = (self.keys.as_mut(), packet) {
+            k.add_packet(link, data);
+        }
         // Metadata needs no flush of its own: the next packet flushes it.
         if self.block.len() >= self.cfg.block_size {
             self.flush_chunk(self.block.len())?;
@@ -925,6 +952,9 @@ impl<W: Write> TraceWriter<W> {
     /// have finished are written, in order.
     fn flush_chunk(&mut self, len: usize) -> Result<()> {
         let mut c = std::mem::take(&mut self.chunk);
+        if let Some(k) = self.keys.as_mut() {
+            self.filters.push_back(k.take());
+        }
         // The index checksum is taken here, on the writer's thread, while
         // the chunk is still in this core's cache. With a zstd compression
         // thread it was taken there, beside the encoding, and on
@@ -1063,10 +1093,14 @@ impl<W: Write> TraceWriter<W> {
         self.stats.chunks += 1;
         self.stats.blocks += rep.blocks;
         self.stats.raw_blocks += rep.raw_blocks;
+        let filter = self.filters.pop_front().flatten().map(|mut f| {
+            f.fold(entry.comp_len);
+            f
+        });
         if self.index.is_some() && self.sink.threaded() {
             // The entry waits until the file holds the chunk: the caller
             // does not wait for the thread.
-            self.held_entries.push_back(entry);
+            self.held_entries.push_back((entry, filter));
             return self.index_written();
         }
         if let Some(ix) = self.index.as_mut() {
@@ -1077,7 +1111,7 @@ impl<W: Write> TraceWriter<W> {
                     .map_err(|e| Error::io("writing the trace", e))?;
             }
             let t = std::time::Instant::now();
-            ix.append(&entry)?;
+            ix.append_with_keys(&entry, filter.as_ref())?;
             let synced = self.sync.is_some();
             if synced {
                 ix.sync()?;
@@ -1098,12 +1132,12 @@ impl<W: Write> TraceWriter<W> {
             .confirmed()
             .map_err(|e| Error::io("writing the trace", e))?;
         let t = std::time::Instant::now();
-        while let Some(e) = self
+        while let Some((e, f)) = self
             .held_entries
             .front()
-            .filter(|e| e.comp_offset + e.comp_len <= written)
+            .filter(|(e, _)| e.comp_offset + e.comp_len <= written)
         {
-            ix.append(e)?;
+            ix.append_with_keys(e, f.as_ref())?;
             self.held_entries.pop_front();
         }
         self.blocked_since(t, false);

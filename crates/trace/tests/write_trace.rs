@@ -554,7 +554,7 @@ fn trace_names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.ends_with(".kidx"))
+        .filter(|n| !trace::index::is_sidecar(n))
         .collect();
     v.sort();
     v

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anon::{Anonymizer, CryptoPan, MacPolicy, PayloadPolicy};
 use clap::{Args, Subcommand, ValueEnum};
-use trace::index::index_path;
+use trace::index::sidecars;
 use trace::record::OPT_COMMENT;
 use trace::{Interface, Packet, RawOption, Record, Section};
 
@@ -254,12 +254,14 @@ impl Staging {
         if self.tmp == self.fin {
             return Ok(());
         }
-        let (ti, fi) = (index_path(&self.tmp), index_path(&self.fin));
-        if ti.exists() {
-            std::fs::rename(&ti, &fi)?;
-        } else {
-            // An older index beside the final name describes another file.
-            let _ = std::fs::remove_file(&fi);
+        for (ti, fi) in sidecars(&self.tmp).into_iter().zip(sidecars(&self.fin)) {
+            if ti.exists() {
+                std::fs::rename(&ti, &fi)?;
+            } else {
+                // An older sidecar beside the final name describes another
+                // file.
+                let _ = std::fs::remove_file(&fi);
+            }
         }
         std::fs::rename(&self.tmp, &self.fin)
     }
@@ -267,7 +269,9 @@ impl Staging {
     fn abandon(&self) {
         if self.tmp != self.fin {
             let _ = std::fs::remove_file(&self.tmp);
-            let _ = std::fs::remove_file(index_path(&self.tmp));
+            for s in sidecars(&self.tmp) {
+                let _ = std::fs::remove_file(s);
+            }
         }
     }
 }

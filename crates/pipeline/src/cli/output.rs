@@ -58,9 +58,14 @@ pub struct OutputArgs {
     /// TiB: of 1024), deleting the oldest as each new one starts, as n2disk's disk limit. Each deletion is logged.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_total: Option<u64>,
-    /// Do not write the seek index beside the trace.
+    /// Do not write the seek index beside the trace (nor the key index).
     #[arg(long)]
     pub no_index: bool,
+    /// Do not write the key index (`.kkeys`: the addresses, ports and protocols of each chunk, which let a
+    /// query in tcpdump's language read only the chunks that can hold a match); the seek index still serves
+    /// time windows.
+    #[arg(long)]
+    pub no_keys: bool,
     /// Put the codec's own checksums in the stream (LZ4 block checksums, zstd's content checksum), so tshark, lz4 -t and zstd -t find damage too; costs 8-13% of write speed (the seek index's checksums cover kansoku's reads without it).
     #[arg(long)]
     pub checksums: bool,
@@ -172,6 +177,7 @@ impl OutputArgs {
             codec: named_codec.or(flag_codec).unwrap_or(Codec::Lz4),
             level: self.level,
             index: !self.no_index,
+            keys: !self.no_keys,
             sync: self.sync,
             stream_checksums: self.checksums,
             compress_when: self.compress_when.unwrap_or(when),

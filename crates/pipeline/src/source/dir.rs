@@ -62,7 +62,7 @@ fn members(dir: &Path, left_out: &mut Vec<String>) -> Result<Vec<Member>> {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let p = entry.path();
-        if name.starts_with('.') || name.ends_with(".kidx") || !p.is_file() {
+        if name.starts_with('.') || trace::index::is_sidecar(&name) || !p.is_file() {
             continue;
         }
         let (first_ns, last_ns) = match indexed_times(&p) {
@@ -155,8 +155,7 @@ pub fn run_dir<C: Consumer<TraceSource>>(
             display_path(dir)
         )));
     }
-    let open =
-        |p: &Path| Ok(TraceSource::open_window(p, window)?.with_expression(expression.cloned()));
+    let open = |p: &Path| TraceSource::open_selected(p, window, expression.cloned());
     let mut report = run_traces(&paths, open, consumer, Control::new(stop))?;
     report.warnings.extend(left_out);
     Ok(report)
@@ -174,7 +173,7 @@ pub fn run_path<C: Consumer<TraceSource>>(
     if path.is_dir() {
         return run_dir(path, window, expression, consumer, stop);
     }
-    let mut source = TraceSource::open_window(path, window)?.with_expression(expression.cloned());
+    let mut source = TraceSource::open_selected(path, window, expression.cloned())?;
     Ok(run(&mut source, consumer, Control::new(stop)))
 }
 

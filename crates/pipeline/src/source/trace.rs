@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use trace::keys::KeyQuery;
 use trace::read::TraceReader;
-use trace::window::{open_window_with, WindowStats};
+use trace::window::{open_query, WindowStats};
 use trace::Record;
 
 use crate::error::{display_path, Error, Result};
@@ -112,16 +113,33 @@ impl TraceSource {
     /// seekable file, only the blocks the index says overlap the window
     /// are decompressed.
     pub fn open_window(path: &Path, window: Window) -> Result<TraceSource> {
-        TraceSource::open_as(path, window, VERIFY.load(Ordering::Relaxed))
+        TraceSource::open_as(path, window, &KeyQuery::Any, VERIFY.load(Ordering::Relaxed))
+    }
+
+    /// Opens `path` for the packets inside `window` that `expression`
+    /// accepts. With an index, only the chunks the window and the key
+    /// index say may hold such a packet are decompressed
+    /// ([`crate::query`]); the expression is then applied to every packet
+    /// read, so the answer is the same as a full read's.
+    pub fn open_selected(
+        path: &Path,
+        window: Window,
+        expression: Option<Expression>,
+    ) -> Result<TraceSource> {
+        let query = expression
+            .as_ref()
+            .map_or(KeyQuery::Any, |e| crate::query::key_query(e.text()));
+        let verify = VERIFY.load(Ordering::Relaxed);
+        Ok(TraceSource::open_as(path, window, &query, verify)?.with_expression(expression))
     }
 
     /// Opens `path` for every record, its chunks checked against the
     /// index (`verify`) or not, whatever `--no-verify` said.
     pub fn open_verify(path: &Path, verify: bool) -> Result<TraceSource> {
-        TraceSource::open_as(path, Window::default(), verify)
+        TraceSource::open_as(path, Window::default(), &KeyQuery::Any, verify)
     }
 
-    fn open_as(path: &Path, window: Window, verify: bool) -> Result<TraceSource> {
+    fn open_as(path: &Path, window: Window, query: &KeyQuery, verify: bool) -> Result<TraceSource> {
         if let (Some(s), Some(u)) = (window.since, window.until) {
             if u <= s {
                 return Err(Error::usage("--until must be later than --since"));
@@ -131,8 +149,8 @@ impl TraceSource {
         let mut ticks = None;
         // A file is read through its index when it has one: only the
         // chunks a window needs, each checked against its checksum.
-        let (reader, window_stats) = if !stdin && (verify || !window.is_all()) {
-            let (r, s) = open_window_with(path, window.since, window.until, verify)
+        let (reader, window_stats) = if !stdin && (verify || !window.is_all() || query.narrows()) {
+            let (r, s) = open_query(path, window.since, window.until, query, verify)
                 .map_err(|e| Error::file(path, e))?;
             (r, Some(s))
         } else if stdin {
@@ -321,6 +339,14 @@ impl Source for TraceSource {
                     ""
                 }
             ));
+        }
+        if let Some(w) = self.window_stats.as_ref() {
+            if let Some(why) = &w.keys_problem {
+                report.warnings.push(format!(
+                    "{}: warning: key index not used ({why}); {} chunks read without it",
+                    self.name, w.chunks_without_keys
+                ));
+            }
         }
     }
 }

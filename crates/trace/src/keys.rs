@@ -1,0 +1,788 @@
+//! The key index: for each chunk of a trace, a Bloom filter of the
+//! addresses (IPv4, IPv6), ports (TCP, UDP) and IP protocols of its
+//! packets, kept in the seek index beside the chunk's entry (version 3).
+//! A query in tcpdump's language is turned into a [`KeyQuery`] over these
+//! keys; a chunk whose filter says none of its packets can match is not
+//! read. The answer stays exact: the full expression is applied to every
+//! packet of the chunks that are read, and the filter only decides what
+//! is read (it never says "absent" of a key a packet has).
+//!
+//! # Why a Bloom filter per chunk
+//!
+//! The question asked of an archive is "the packets of this host (or
+//! port) in this hour", and what it costs is the chunks decoded. A filter
+//! per chunk answers it where the chunk is, needs nothing but the chunk's
+//! own packets to build (a capture writes it as it goes, `kansoku index`
+//! adds it to a file in one pass), and its size is chosen chunk by chunk:
+//! the writer gathers the chunk's keys and builds a filter of
+//! [`BITS_PER_KEY`] bits for each, rounded up to a power of two, then
+//! halves it (a Bloom filter of 2^n bits folds into 2^(n-1) by OR-ing its
+//! halves, the positions being taken modulo a power of two) while it
+//! takes more than [`MAX_SHARE`] of the chunk's stored bytes.
+//! Stenographer's sorted key lists with per-file postings answer the same
+//! question, but a posting costs a few bytes for every key of every
+//! packet, where the filter costs about two. The figures are in
+//! bench/archive.md.
+//!
+//! # Filter layout (all integers little-endian)
+//!
+//! | offset | size | field                                                  |
+//! |-------:|-----:|--------------------------------------------------------|
+//! | 0      | 4    | checksum of bytes 4.. (low 32 bits of XXH3-64)         |
+//! | 4      | 1    | layout version (1)                                     |
+//! | 5      | 1    | hashes per key, k (1-16)                               |
+//! | 6      | 1    | log2 of the filter's bits (6-24)                       |
+//! | 7      | 1    | reserved, 0                                            |
+//! | 8      | 2^(byte 6) / 8 | the bits, as 64-bit words                    |
+//!
+//! A key is a 64-bit hash of its kind and value ([`key_v4`], [`key_v6`],
+//! [`key_port`], [`key_protocol`]); its positions are `h1 + i * h2`
+//! modulo the filter's bits for `i < k` (Kirsch and Mitzenmacher's double
+//! hashing), `h1` and `h2` the hash's low and high halves.
+//!
+//! A chunk holding a packet whose keys cannot all be read (an IP header
+//! cut short, a link layer the walk does not know, SCTP's ports) has no
+//! filter: every query reads it.
+
+use crate::error::{Error, Result};
+use wire::LinkType;
+
+/// Bits a filter keeps for each distinct key at least (before it is
+/// rounded up to a power of two): 0.24% false positives with four hashes,
+/// 0.05% at the rounding's average of 1.5 times as many bits (with 10
+/// bits a key, a host query read four times as many chunks for nothing:
+/// bench/archive.md).
+pub const BITS_PER_KEY: u64 = 16;
+/// Hashes per key.
+pub const HASHES: u32 = 4;
+/// The most a filter takes of its chunk's stored bytes (1/40, 2.5%): on
+/// traffic of tiny packets the filter is folded below [`BITS_PER_KEY`]
+/// and answers with more false positives rather than outgrow the trace.
+pub const MAX_SHARE: u64 = 40;
+/// Layout version of a filter.
+pub const LAYOUT: u8 = 1;
+/// A filter's header.
+pub const HEADER_LEN: usize = 8;
+/// The smallest filter: one 64-bit word.
+const MIN_LOG2: u8 = 6;
+/// The largest filter (2 MiB): a chunk is at most a few hundred KiB.
+const MAX_LOG2: u8 = 24;
+
+/// Kinds of key, hashed with their value.
+const V4: u64 = 1 << 56;
+const V6: u64 = 2 << 56;
+const PORT: u64 = 3 << 56;
+const PROTOCOL: u64 = 4 << 56;
+
+/// A multiply-xorshift hash: the input's halves folded together, one
+/// multiplication by the golden ratio's odd constant, the high bits folded
+/// back into the low ones. Enough to spread a key's two 32-bit halves (the
+/// positions' start and step) over the filter; MurmurHash3's finalizer, a
+/// second multiplication, cost the writer 2 ns a key more for no fewer
+/// false positives (bench/archive.md).
+#[inline(always)]
+fn mix(x: u64) -> u64 {
+    let h = (x ^ (x >> 32) ^ (x << 21)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
+}
+
+/// The key of an IPv4 address (as a big-endian integer).
+#[inline]
+pub fn key_v4(a: u32) -> u64 {
+    mix(V4 | u64::from(a))
+}
+
+/// The key of an IPv6 address (as a big-endian integer).
+#[inline]
+pub fn key_v6(a: u128) -> u64 {
+    mix(mix(V6 ^ (a >> 64) as u64) ^ a as u64)
+}
+
+/// The key of a TCP or UDP port, source or destination.
+#[inline]
+pub fn key_port(p: u16) -> u64 {
+    mix(PORT | u64::from(p))
+}
+
+/// The key of an IP protocol (IPv6: the upper layer after extensions).
+#[inline]
+pub fn key_protocol(p: u8) -> u64 {
+    mix(PROTOCOL | u64::from(p))
+}
+
+/// The bit positions of key `h` in a filter of `mask + 1` bits.
+#[inline(always)]
+fn positions(h: u64, k: u32, mask: u32) -> impl Iterator<Item = u32> {
+    let (h1, h2) = (h as u32, (h >> 32) as u32 | 1);
+    (0..k).map(move |i| h1.wrapping_add(i.wrapping_mul(h2)) & mask)
+}
+
+/// The keys of one chunk as the writer gathers them: their hashes, each
+/// distinct one once as far as a small table of recent keys tells (a
+/// flow's addresses, a busy port and the protocols repeat from packet to
+/// packet), so that the filter is built at the end at the size its keys
+/// need, in one pass over a few hundred bytes.
+#[derive(Clone, Debug)]
+pub struct ChunkKeys {
+    hashes: Vec<u64>,
+    /// The last key seen in each of 64 slots (by the hash's low bits).
+    recent: [u64; 64],
+    /// The most bits a filter may have: one a byte of the chunk.
+    max_log2: u8,
+    packets: u32,
+    /// A packet's keys could not all be read: the chunk gets no filter.
+    opaque: bool,
+}
+
+impl ChunkKeys {
+    /// A builder for chunks of up to `chunk_bytes` bytes.
+    pub fn new(chunk_bytes: usize) -> ChunkKeys {
+        let bits = (chunk_bytes as u64).next_power_of_two();
+        ChunkKeys {
+            hashes: Vec::with_capacity(256),
+            recent: [0; 64],
+            max_log2: (bits.trailing_zeros() as u8).clamp(MIN_LOG2, MAX_LOG2),
+            packets: 0,
+            opaque: false,
+        }
+    }
+
+    #[inline(always)]
+    fn insert(&mut self, h: u64) {
+        let slot = &mut self.recent[(h & 63) as usize];
+        if *slot != h {
+            *slot = h;
+            self.hashes.push(h);
+        }
+    }
+    /// Adds the keys of a packet of link type `link`.
+    #[inline]
+    pub fn add_packet(&mut self, link: LinkType, frame: &[u8]) {
+        self.packets += 1;
+        if self.opaque {
+            return;
+        }
+        match wire::flow_bits(link, frame) {
+            Some(f) => {
+                if f.version == 4 {
+                    self.insert(key_v4(f.src as u32));
+                    self.insert(key_v4(f.dst as u32));
+                } else {
+                    self.insert(key_v6(f.src));
+                    self.insert(key_v6(f.dst));
+                }
+                self.insert(key_protocol(f.protocol));
+                match f.protocol {
+                    6 | 17 => {
+                        self.insert(key_port(f.src_port));
+                        self.insert(key_port(f.dst_port));
+                    }
+                    // SCTP's ports are not read by the walk, and tcpdump's
+                    // `port` matches them.
+                    132 => self.opaque = true,
+                    _ => {}
+                }
+            }
+            None => self.not_ip(link, frame),
+        }
+    }
+
+    /// A frame without an IP layer the walk could read: ARP's and RARP's
+    /// addresses (tcpdump's `host` matches them), nothing for other
+    /// protocols, and no filter for the chunk when the frame says IP but
+    /// its header could not be read.
+    fn not_ip(&mut self, link: LinkType, frame: &[u8]) {
+        const ETHER_HEADER: usize = 14;
+        if link != LinkType::Ethernet {
+            self.opaque = true;
+            return;
+        }
+        let Some(t) = frame.get(12..14) else {
+            self.opaque = true;
+            return;
+        };
+        match u16::from_be_bytes([t[0], t[1]]) {
+            0x0806 | 0x8035 => {
+                // Ethernet and IPv4 addresses: the sender's at 14, the
+                // target's at 24 (RFC 826).
+                let arp = &frame[ETHER_HEADER..];
+                match (arp.get(4..6), arp.get(14..18), arp.get(24..28)) {
+                    (Some([6, 4]), Some(s), Some(t)) => {
+                        self.insert(key_v4(u32::from_be_bytes([s[0], s[1], s[2], s[3]])));
+                        self.insert(key_v4(u32::from_be_bytes([t[0], t[1], t[2], t[3]])));
+                    }
+                    _ => self.opaque = true,
+                }
+            }
+            0x0800 | 0x86dd | 0x8100 | 0x88a8 | 0x9100 => self.opaque = true,
+            _ => {}
+        }
+    }
+
+    /// The chunk's filter, the builder left empty for the next chunk:
+    /// `None` for a chunk without packets or with a packet whose keys
+    /// could not be read. The filter has [`BITS_PER_KEY`] bits for each key
+    /// gathered, rounded up to a power of two (at most one a byte of the
+    /// chunk).
+    pub fn take(&mut self) -> Option<KeyFilter> {
+        let had = self.packets > 0 && !self.opaque;
+        self.packets = 0;
+        self.opaque = false;
+        self.recent = [0; 64];
+        if !had {
+            self.hashes.clear();
+            return None;
+        }
+        let want = (self.hashes.len() as u64)
+            .saturating_mul(BITS_PER_KEY)
+            .max(64);
+        let log2 = (want.next_power_of_two().trailing_zeros() as u8).clamp(MIN_LOG2, self.max_log2);
+        let mut f = KeyFilter {
+            words: vec![0; 1 << (log2 - 6)],
+            log2,
+            hashes: HASHES,
+        };
+        for &h in &self.hashes {
+            f.insert(h);
+        }
+        self.hashes.clear();
+        Some(f)
+    }
+}
+
+/// A chunk's Bloom filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyFilter {
+    words: Vec<u64>,
+    log2: u8,
+    hashes: u32,
+}
+
+impl KeyFilter {
+    /// Whether a packet of the chunk may have key `h` (a false positive
+    /// now and then; never a false negative).
+    #[inline]
+    pub fn may_contain(&self, h: u64) -> bool {
+        let mask = ((1u64 << self.log2) - 1) as u32;
+        positions(h, self.hashes, mask)
+            .all(|b| self.words[(b >> 6) as usize] & (1 << (b & 63)) != 0)
+    }
+
+    #[inline(always)]
+    fn insert(&mut self, h: u64) {
+        let mask = ((1u64 << self.log2) - 1) as u32;
+        for b in positions(h, self.hashes, mask) {
+            self.words[(b >> 6) as usize] |= 1 << (b & 63);
+        }
+    }
+
+    /// Halves the filter while it takes more than [`MAX_SHARE`] of
+    /// `stored_bytes` (a Bloom filter of 2^n bits folds into 2^(n-1) by
+    /// OR-ing its halves, the positions being taken modulo a power of two):
+    /// more false positives, never a false negative.
+    pub fn fold(&mut self, stored_bytes: u64) {
+        let budget_bits = (stored_bytes / MAX_SHARE).saturating_mul(8);
+        while self.log2 > MIN_LOG2 && (1u64 << self.log2) > budget_bits {
+            let n = self.words.len() / 2;
+            let (lo, hi) = self.words.split_at_mut(n);
+            for (a, b) in lo.iter_mut().zip(hi.iter()) {
+                *a |= *b;
+            }
+            self.words.truncate(n);
+            self.log2 -= 1;
+        }
+    }
+
+    /// The encoded filter's length.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_LEN + self.words.len() * 8
+    }
+
+    /// Appends the encoding (see the module's layout).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0, 0, 0, 0, LAYOUT, self.hashes as u8, self.log2, 0]);
+        for w in &self.words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        let sum = crate::index::chunk_checksum(&out[start + 4..]);
+        out[start..start + 4].copy_from_slice(&sum.to_le_bytes());
+    }
+
+    /// Decodes a filter of exactly `b`'s length; damage (a checksum that
+    /// fails, a length or field out of range) is an error, never a filter
+    /// that says "absent" wrongly.
+    pub fn decode(b: &[u8]) -> Result<KeyFilter> {
+        let v = view(b)?;
+        Ok(KeyFilter {
+            words: v
+                .bits
+                .chunks_exact(8)
+                .map(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
+                .collect(),
+            log2: v.log2,
+            hashes: v.hashes,
+        })
+    }
+}
+
+/// What a packet must have for a query to match it, as far as the key
+/// index can tell: a formula over keys. [`KeyQuery::Any`] is a condition
+/// the index cannot check (a negation, a net, a byte offset): every chunk
+/// may match it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyQuery {
+    Any,
+    Key(u64),
+    And(Box<KeyQuery>, Box<KeyQuery>),
+    Or(Box<KeyQuery>, Box<KeyQuery>),
+}
+
+impl KeyQuery {
+    /// Both; `Any` drops out.
+    pub fn and(self, o: KeyQuery) -> KeyQuery {
+        match (self, o) {
+            (KeyQuery::Any, x) | (x, KeyQuery::Any) => x,
+            (a, b) => KeyQuery::And(Box::new(a), Box::new(b)),
+        }
+    }
+
+    /// Either; `Any` takes over.
+    pub fn or(self, o: KeyQuery) -> KeyQuery {
+        match (self, o) {
+            (KeyQuery::Any, _) | (_, KeyQuery::Any) => KeyQuery::Any,
+            (a, b) => KeyQuery::Or(Box::new(a), Box::new(b)),
+        }
+    }
+
+    /// Whether the index can narrow a read at all.
+    pub fn narrows(&self) -> bool {
+        !matches!(self, KeyQuery::Any)
+    }
+
+    /// Whether a chunk with `filter` may hold a matching packet; a chunk
+    /// without one (`None`) always may.
+    pub fn may_match(&self, filter: Option<&KeyFilter>) -> bool {
+        match filter {
+            Some(f) => self.may_match_with(&|h| f.may_contain(h)),
+            None => true,
+        }
+    }
+
+    /// Whether a chunk whose filter says `contains` of each key may hold a
+    /// matching packet.
+    pub fn may_match_with(&self, contains: &impl Fn(u64) -> bool) -> bool {
+        match self {
+            KeyQuery::Any => true,
+            KeyQuery::Key(h) => contains(*h),
+            KeyQuery::And(a, b) => a.may_match_with(contains) && b.may_match_with(contains),
+            KeyQuery::Or(a, b) => a.may_match_with(contains) || b.may_match_with(contains),
+        }
+    }
+}
+
+/// The key sidecar's extension, appended to the trace's full name beside
+/// the seek index's `.kidx`.
+pub const EXTENSION: &str = "kkeys";
+/// The sidecar's magic and layout version.
+pub const MAGIC: [u8; 4] = *b"KKEY";
+pub const VERSION: u16 = 1;
+/// The sidecar's header: magic, version, 2 bytes reserved.
+pub const FILE_HEADER_LEN: usize = 8;
+/// A record's header: its checksum, the filter's length, the chunk's
+/// number (its entry's place in the seek index) and the chunk's checksum
+/// (the entry's), 4 bytes reserved.
+pub const RECORD_HEADER_LEN: usize = 24;
+
+/// The key sidecar of a trace: `<trace path>.kkeys`.
+///
+/// It is a file of its own, not more fields of the seek index, so that
+/// the readers that want only time (a window, a split read) read the 64
+/// bytes of each entry and not the filters, about 30 times as many; and a
+/// seek index without it (an older writer, `--no-index`) serves time as
+/// before. Each record names the chunk by its place in the seek index and
+/// by the chunk's checksum there, so a filter is used only for the chunk
+/// it was made of: a stale, damaged or foreign sidecar costs reads, never
+/// packets.
+pub fn keys_path(trace: &std::path::Path) -> std::path::PathBuf {
+    let mut s = trace.as_os_str().to_owned();
+    s.push(".");
+    s.push(EXTENSION);
+    std::path::PathBuf::from(s)
+}
+
+/// Encodes one record: a chunk's filter.
+pub fn encode_record(out: &mut Vec<u8>, chunk: u64, chunk_crc: u32, f: &KeyFilter) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&(f.encoded_len() as u32).to_le_bytes());
+    out.extend_from_slice(&chunk.to_le_bytes());
+    out.extend_from_slice(&chunk_crc.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    f.encode(out);
+    let sum = crate::index::chunk_checksum(&out[start + 4..]);
+    out[start..start + 4].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// A filter as it lies in a sidecar's bytes, read where it is.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterView<'a> {
+    bits: &'a [u8],
+    log2: u8,
+    hashes: u32,
+}
+
+impl FilterView<'_> {
+    /// As [`KeyFilter::may_contain`]: the words are little-endian, so bit
+    /// `b` is bit `b % 8` of byte `b / 8`.
+    #[inline]
+    pub fn may_contain(&self, h: u64) -> bool {
+        let mask = ((1u64 << self.log2) - 1) as u32;
+        positions(h, self.hashes, mask).all(|b| self.bits[(b >> 3) as usize] & (1 << (b & 7)) != 0)
+    }
+}
+
+/// Checks a filter's encoding (as [`KeyFilter::decode`]) without copying
+/// its bits.
+fn view(b: &[u8]) -> Result<FilterView<'_>> {
+    let bad = |what: &str| Error::Format {
+        offset: 0,
+        what: format!("key filter: {what}"),
+    };
+    if b.len() < HEADER_LEN + 8 {
+        return Err(bad("cut short"));
+    }
+    let sum = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    if crate::index::chunk_checksum(&b[4..]) != sum {
+        return Err(bad("fails its checksum"));
+    }
+    let (layout, hashes, log2) = (b[4], u32::from(b[5]), b[6]);
+    if layout != LAYOUT {
+        return Err(bad(&format!("layout {layout} (expected {LAYOUT})")));
+    }
+    if !(1..=16).contains(&hashes) || !(MIN_LOG2..=MAX_LOG2).contains(&log2) {
+        return Err(bad(&format!("{hashes} hashes, 2^{log2} bits")));
+    }
+    if b.len() != HEADER_LEN + (1usize << log2) / 8 {
+        return Err(bad(&format!("{} bytes for 2^{log2} bits", b.len())));
+    }
+    Ok(FilterView {
+        bits: &b[HEADER_LEN..],
+        log2,
+        hashes,
+    })
+}
+
+/// One record of a sidecar: a chunk's number, its checksum, its filter.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyRecord<'a> {
+    pub chunk: u64,
+    pub chunk_crc: u32,
+    pub filter: FilterView<'a>,
+}
+
+/// The records of a sidecar's bytes, in order, as far as they can be
+/// trusted: damage ends them where it is, described in
+/// [`KeyRecords::problem`] (never an error: the chunks without a filter
+/// are read), and a torn last record (a writer interrupted, or still
+/// writing) in [`KeyRecords::torn`].
+#[derive(Debug)]
+pub struct KeyRecords<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    pub problem: Option<String>,
+    pub torn: bool,
+}
+
+/// The records of the sidecar `bytes`.
+pub fn records(bytes: &[u8]) -> KeyRecords<'_> {
+    let mut r = KeyRecords {
+        bytes,
+        at: FILE_HEADER_LEN,
+        problem: None,
+        torn: false,
+    };
+    match bytes.get(..FILE_HEADER_LEN) {
+        Some(h) if h[..4] == MAGIC && u16::from_le_bytes([h[4], h[5]]) == VERSION => {}
+        Some(h) if h[..4] == MAGIC => {
+            r.problem = Some(format!(
+                "key index version {} (this kansoku reads {VERSION})",
+                u16::from_le_bytes([h[4], h[5]])
+            ));
+            r.at = bytes.len();
+        }
+        _ => {
+            r.problem = Some("not a kansoku key index".into());
+            r.at = bytes.len();
+        }
+    }
+    r
+}
+
+impl<'a> Iterator for KeyRecords<'a> {
+    type Item = KeyRecord<'a>;
+
+    fn next(&mut self) -> Option<KeyRecord<'a>> {
+        let (bytes, at) = (self.bytes, self.at);
+        if at >= bytes.len() {
+            return None;
+        }
+        let Some(h) = bytes.get(at..at + RECORD_HEADER_LEN) else {
+            self.torn = true;
+            self.at = bytes.len();
+            return None;
+        };
+        let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        let len = u32_at(4) as usize;
+        let Some(body) = bytes.get(at + 4..at + RECORD_HEADER_LEN + len) else {
+            self.torn = true;
+            self.at = bytes.len();
+            return None;
+        };
+        self.at = bytes.len();
+        if crate::index::chunk_checksum(body) != u32_at(0) {
+            self.problem = Some(format!("the record at byte {at} fails its checksum"));
+            return None;
+        }
+        let filter = match view(&body[RECORD_HEADER_LEN - 4..]) {
+            Ok(f) => f,
+            Err(e) => {
+                self.problem = Some(format!("the record at byte {at}: {e}"));
+                return None;
+            }
+        };
+        self.at = at + RECORD_HEADER_LEN + len;
+        Some(KeyRecord {
+            chunk: u64::from_le_bytes([h[8], h[9], h[10], h[11], h[12], h[13], h[14], h[15]]),
+            chunk_crc: u32_at(16),
+            filter,
+        })
+    }
+}
+
+/// Which of a trace's chunks a query must read, by its key sidecar.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Per chunk (in the seek index's order): whether a packet of it may
+    /// match; `true` for every chunk without a filter it can trust.
+    pub may_match: Vec<bool>,
+    /// Chunks with a filter that rules them out, and chunks without one.
+    pub ruled_out: u64,
+    pub without_filter: u64,
+    /// What was wrong with the sidecar (missing, damaged, another
+    /// version), if anything.
+    pub problem: Option<String>,
+}
+
+thread_local! {
+    /// The sidecar's bytes, read into memory kept from file to file: a
+    /// directory of a few dozen traces has a few dozen sidecars, and fresh
+    /// memory for each cost more than reading them (page faults).
+    static SIDECAR: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The chunks of the trace at `trace`, whose seek index entries' chunk
+/// checksums are `crcs`, that `query` must read by its key sidecar.
+pub fn select(trace: &std::path::Path, crcs: &[Option<u32>], query: &KeyQuery) -> Selection {
+    let mut sel = Selection {
+        may_match: vec![true; crcs.len()],
+        without_filter: crcs.len() as u64,
+        ..Selection::default()
+    };
+    let path = keys_path(trace);
+    SIDECAR.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.clear();
+        let read = std::fs::File::open(&path).and_then(|mut f| {
+            use std::io::Read;
+            f.read_to_end(&mut buf)
+        });
+        if let Err(e) = read {
+            sel.problem = Some(if e.kind() == std::io::ErrorKind::NotFound {
+                "no key index".to_string()
+            } else {
+                format!("{}: {e}", path.display())
+            });
+            return;
+        }
+        let mut recs = records(&buf);
+        let mut stale = 0u64;
+        for r in recs.by_ref() {
+            let Some(i) = usize::try_from(r.chunk).ok().filter(|&i| i < crcs.len()) else {
+                continue;
+            };
+            // A filter made of another chunk (a stale sidecar, or another
+            // file's) is not used.
+            if crcs[i] != Some(r.chunk_crc) {
+                stale += 1;
+                continue;
+            }
+            let m = query.may_match_with(&|h| r.filter.may_contain(h));
+            sel.may_match[i] = m;
+            sel.ruled_out += u64::from(!m);
+            sel.without_filter -= 1;
+        }
+        sel.problem = recs.problem.or_else(|| {
+            (stale > 0).then(|| format!("{stale} filters made of other chunks than the trace's"))
+        });
+    });
+    sel
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter_of(keys: &[u64], chunk_bytes: usize) -> KeyFilter {
+        let mut b = ChunkKeys::new(chunk_bytes);
+        for &k in keys {
+            b.insert(k);
+        }
+        b.packets = 1;
+        b.take().unwrap()
+    }
+
+    #[test]
+    fn a_filter_never_forgets_a_key_and_is_sized_by_its_keys() {
+        let keys: Vec<u64> = (0..500u32).map(|i| key_v4(0x0a00_0000 + i * 7)).collect();
+        // Repeats from packet to packet are gathered once.
+        let twice: Vec<u64> = keys.iter().flat_map(|&k| [k, k]).collect();
+        let f = filter_of(&twice, 32 * 1024);
+        // 500 keys at 16 bits: 8,000, rounded up to 8,192 bits.
+        assert_eq!(f.log2, 13);
+        assert!(keys.iter().all(|&k| f.may_contain(k)));
+        let absent = (0..100_000u32)
+            .filter(|i| f.may_contain(key_v4(0xc000_0000 + i)))
+            .count();
+        assert!(absent < 500, "{absent} false positives in 100,000");
+        // No more bits than the chunk has bytes.
+        assert_eq!(filter_of(&keys, 1024).log2, 10);
+        // The stored size caps it: 40 KB stored leaves 1 KB of filter.
+        let mut g = filter_of(&keys, 32 * 1024);
+        g.fold(40_000);
+        assert!(g.encoded_len() <= 1_000 + HEADER_LEN, "{}", g.encoded_len());
+        assert!(keys.iter().all(|&k| g.may_contain(k)));
+    }
+
+    #[test]
+    fn encoding_round_trips_and_damage_is_refused() {
+        let f = filter_of(&[key_port(80), key_v6(1), key_protocol(6)], 4096);
+        let mut b = Vec::new();
+        f.encode(&mut b);
+        assert_eq!(b.len(), f.encoded_len());
+        assert_eq!(KeyFilter::decode(&b).unwrap(), f);
+        for cut in 0..b.len() {
+            assert!(KeyFilter::decode(&b[..cut]).is_err(), "cut at {cut}");
+        }
+        for i in 0..b.len() {
+            let mut d = b.clone();
+            d[i] ^= 0x10;
+            assert!(KeyFilter::decode(&d).is_err(), "byte {i} flipped");
+        }
+    }
+
+    #[test]
+    fn queries_keep_what_may_match() {
+        let f = filter_of(&[key_v4(1), key_port(80)], 4096);
+        let host = KeyQuery::Key(key_v4(1));
+        let other = KeyQuery::Key(key_v4(2));
+        let port = KeyQuery::Key(key_port(80));
+        assert!(host.clone().and(port.clone()).may_match(Some(&f)));
+        assert!(!host.clone().and(other.clone()).may_match(Some(&f)));
+        assert!(other.clone().or(port).may_match(Some(&f)));
+        assert!(!other.clone().and(KeyQuery::Any).may_match(Some(&f)));
+        assert!(other.clone().or(KeyQuery::Any).may_match(Some(&f)));
+        assert!(other.may_match(None));
+        assert!(!KeyQuery::Any.narrows());
+    }
+
+    #[test]
+    fn a_sidecar_keeps_what_it_can_trust() {
+        let f = filter_of(&[key_v4(9)], 4096);
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        b.extend_from_slice(&[0, 0]);
+        encode_record(&mut b, 0, 11, &f);
+        let one = b.len();
+        encode_record(&mut b, 2, 22, &f);
+        let all: Vec<(u64, u32)> = records(&b).map(|r| (r.chunk, r.chunk_crc)).collect();
+        assert_eq!(all, [(0, 11), (2, 22)]);
+        let r = records(&b).next().unwrap();
+        assert!(r.filter.may_contain(key_v4(9)) && !r.filter.may_contain(key_v4(10)));
+        // Cut anywhere in the second record: the first stands, torn.
+        for cut in one + 1..b.len() {
+            let mut r = records(&b[..cut]);
+            assert_eq!(r.by_ref().count(), 1, "cut at {cut}");
+            assert!(r.torn && r.problem.is_none(), "cut at {cut}");
+        }
+        // A flipped byte in the second record: the first stands, and the
+        // damage is said (or the record reads as torn: a longer length).
+        for i in one..b.len() {
+            let mut d = b.clone();
+            d[i] ^= 1;
+            let mut r = records(&d);
+            assert_eq!(r.by_ref().count(), 1, "byte {i}");
+            assert!(r.problem.is_some() || r.torn, "byte {i}");
+        }
+        let mut v9 = MAGIC.to_vec();
+        v9.extend_from_slice(&[9, 0, 0, 0]);
+        assert!(records(&v9).problem.unwrap().contains("version 9"));
+        assert!(records(b"").problem.is_some());
+    }
+
+    #[test]
+    fn selection_uses_only_the_filters_of_the_chunks_they_were_made_of() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("t.pcap");
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        b.extend_from_slice(&[0, 0]);
+        for (chunk, crc) in [(0, 10), (1, 11), (2, 12), (7, 17)] {
+            encode_record(
+                &mut b,
+                chunk,
+                crc,
+                &filter_of(&[key_port(chunk as u16)], 4096),
+            );
+        }
+        std::fs::write(keys_path(&trace), &b).unwrap();
+        let q = KeyQuery::Key(key_port(1));
+        // Chunk 2's entry has another checksum (rewritten since); chunk 3
+        // has no record; chunk 7 is past the index.
+        let crcs = [Some(10), Some(11), Some(99), Some(13)];
+        let s = select(&trace, &crcs, &q);
+        assert_eq!(s.may_match, [false, true, true, true]);
+        assert_eq!((s.ruled_out, s.without_filter), (1, 2));
+        assert_eq!(
+            s.problem.as_deref(),
+            Some("1 filters made of other chunks than the trace's")
+        );
+        std::fs::remove_file(keys_path(&trace)).unwrap();
+        let s = select(&trace, &crcs, &q);
+        assert_eq!(s.may_match, [true; 4]);
+        assert_eq!(s.problem.as_deref(), Some("no key index"));
+    }
+
+    #[test]
+    fn arp_addresses_are_keys_and_a_cut_ip_header_leaves_no_filter() {
+        let mut arp = vec![0xff; 12];
+        arp.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+        arp.extend_from_slice(&[2; 6]);
+        arp.extend_from_slice(&[10, 0, 0, 1]);
+        arp.extend_from_slice(&[0; 6]);
+        arp.extend_from_slice(&[10, 0, 0, 2]);
+        let mut b = ChunkKeys::new(4096);
+        b.add_packet(LinkType::Ethernet, &arp);
+        let f = b.take().unwrap();
+        assert!(f.may_contain(key_v4(0x0a00_0001)) && f.may_contain(key_v4(0x0a00_0002)));
+        let mut cut = vec![0; 12];
+        cut.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        b.add_packet(LinkType::Ethernet, &cut);
+        assert!(b.take().is_none());
+        // A frame of another protocol (LLDP) adds nothing and hides nothing.
+        let mut lldp = vec![0; 12];
+        lldp.extend_from_slice(&[0x88, 0xcc, 0, 0]);
+        b.add_packet(LinkType::Ethernet, &lldp);
+        assert!(b.take().is_some());
+    }
+}
