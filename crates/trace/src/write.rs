@@ -614,8 +614,12 @@ impl<W: Write> TraceWriter<W> {
     /// [`Error::Config`]: a pcap file has a single link type.
     pub fn write_record(&mut self, rec: &Record) -> Result<()> {
         match (self.cfg.format, rec) {
-            (OutputFormat::Pcap, Record::Section(_)) => {
-                if self.pcap_section_seen {
+            (OutputFormat::Pcap, Record::Section(s)) => {
+                // A later section goes on in the same file; only what it
+                // says of itself (its options) has no place in pcap. A
+                // directory of traces read as one starts a section with
+                // each file, and leaves nothing out.
+                if self.pcap_section_seen && !s.options.is_empty() {
                     self.stats.dropped_records += 1;
                 }
                 self.pcap_section_seen = true;

@@ -270,8 +270,20 @@ fn pcap_output_drops_pcapng_extras_and_rejects_a_second_link_type() {
         .is_err());
     w.write_packet(LinkType::Ethernet, T0, 60, &[1u8; 60])
         .unwrap();
+    // A later section goes on in the file (a directory of traces read as
+    // one starts one with each file); only one that says something of
+    // itself (a comment) loses it.
+    w.write_record(&Record::Section(&s)).unwrap();
+    let commented = Section {
+        options: vec![trace::RawOption {
+            code: 1,
+            value: b"site B".to_vec(),
+        }],
+        ..Section::default()
+    };
+    w.write_record(&Record::Section(&commented)).unwrap();
     let stats = w.finish().unwrap();
-    assert_eq!(stats.dropped_records, 1);
+    assert_eq!(stats.dropped_records, 2);
     assert_eq!(read_file(&path).len(), 1);
 }
 
