@@ -172,6 +172,34 @@ fn queries_find_what_tcpdump_finds_in_plain_copies() {
     assert!(!tcpdump_finds(&plain, &format!("host {v6}"), root.path()).is_empty());
     assert!(!tcpdump_finds(&plain, "host 198.18.9.2", root.path()).is_empty());
 
+    // Files another tool wrote (no index at all): `kansoku index` adds
+    // both indexes, and queries over them are as exact.
+    let other = root.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let some = &plain[2..5];
+    for f in some {
+        let to = other.join(f.file_name().unwrap());
+        std::fs::copy(f, &to).unwrap();
+        run_ok(&["index", p(&to)]);
+        assert!(trace::keys::keys_path(&to).exists(), "{}", to.display());
+    }
+    let (v4c, portc) = endpoint(&some[1], 20, false);
+    for expr in [
+        format!("host {v4c}"),
+        format!("port {portc}"),
+        "host 10.9.8.7".into(),
+    ] {
+        let want = tcpdump_finds(some, &expr, root.path());
+        let (got, said) = kansoku_finds(&other, &expr, root.path());
+        assert!(
+            got == want,
+            "indexed later, {expr}: {} vs {}",
+            got.len(),
+            want.len()
+        );
+        assert!(!said.contains("key index not used"), "{expr}: {said}");
+    }
+
     // Damage: a key sidecar flipped in the middle, one removed, one of
     // another file put in place of a third. Nothing is lost; the run says
     // which index it could not use.

@@ -426,8 +426,14 @@ impl IndexWriter {
 
     /// Also writes the key sidecar of the trace at `trace`
     /// ([`crate::keys::keys_path`]), created (truncated) now.
-    pub fn with_keys(mut self, trace: &Path) -> Result<IndexWriter> {
-        let path = crate::keys::keys_path(trace);
+    pub fn with_keys(self, trace: &Path) -> Result<IndexWriter> {
+        self.with_keys_at(&crate::keys::keys_path(trace))
+    }
+
+    /// Also writes a key sidecar at `path` (a temporary name, renamed
+    /// into place once whole: `kansoku index`).
+    pub fn with_keys_at(mut self, path: &Path) -> Result<IndexWriter> {
+        let path = path.to_path_buf();
         let mut file = File::create(&path)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         let mut head = crate::keys::MAGIC.to_vec();

@@ -17,10 +17,13 @@
 //!    even when packets share it (a file of another tool whose first
 //!    compressed block holds the header and packets): its packets are then
 //!    decoded with it and filtered by time like any others.
-//! 4. The stream is decoded once more for each chunk's checksum.
+//! 4. The stream is decoded once more for each chunk's checksum, and read
+//!    once more for each chunk's key filter ([`crate::keys`]).
 //!
-//! The new index is written beside the trace under a temporary name, synced
-//! and renamed over the old one, so a crash leaves the old index or the new.
+//! The new index and key index are written beside the trace under
+//! temporary names, synced and renamed over the old ones, so a crash leaves
+//! the old index or the new (and a key index of other chunks than the
+//! seek index's is never used: its records name their chunks' checksums).
 //! It ends with an end entry when the stream ends cleanly; a file cut short
 //! gets the chunks before the cut, and windowed reads read the rest.
 
@@ -32,6 +35,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result, Truncation};
 use crate::format::{Codec, FileFormat};
 use crate::index::{index_path, IndexEntry, IndexWriter, FLAG_END, FLAG_METADATA, FLAG_RAW};
+use crate::keys::{keys_path, ChunkKeys, KeyFilter};
 use crate::read::TraceReader;
 use crate::record::Record;
 use crate::write::DEFAULT_BLOCK_SIZE;
@@ -162,15 +166,19 @@ pub fn rebuild(path: &Path) -> Result<Rebuilt> {
                 s.stopped.is_none() && s.end.is_some_and(|(a, b)| a == last.0 && b == file_len)
             }
         };
+    let mut filters = key_filters(path, &chunks)?.into_iter().peekable();
     let ipath = index_path(path);
-    let tmp = {
-        let mut s = ipath.clone().into_os_string();
+    let kpath = keys_path(path);
+    let new = |p: &Path| {
+        let mut s = p.as_os_str().to_owned();
         s.push(".new");
         PathBuf::from(s)
     };
-    let mut w = IndexWriter::create(&tmp, codec, matches!(format, FileFormat::Pcapng))?;
+    let (tmp, ktmp) = (new(&ipath), new(&kpath));
+    let mut w = IndexWriter::create(&tmp, codec, matches!(format, FileFormat::Pcapng))?
+        .with_keys_at(&ktmp)?;
     let mut packets = 0;
-    for (c, sum) in chunks.iter().zip(sums.drain(..)) {
+    for (i, (c, sum)) in chunks.iter().zip(sums.drain(..)).enumerate() {
         packets += c.packets;
         let mut flags = if c.metadata { FLAG_METADATA } else { 0 };
         // Plain chunks are stored as they are; LZ4's when all their blocks
@@ -178,17 +186,24 @@ pub fn rebuild(path: &Path) -> Result<Rebuilt> {
         if codec == Codec::None || (c.raw && codec == Codec::Lz4) {
             flags |= FLAG_RAW;
         }
-        w.append(&IndexEntry {
-            comp_offset: c.comp,
-            comp_len: c.comp_end - c.comp,
-            decomp_offset: c.decomp,
-            decomp_len: c.decomp_end - c.decomp,
-            first_ts: if c.packets > 0 { c.first_ts } else { 0 },
-            last_ts: c.last_ts,
-            packets: u32::try_from(c.packets).unwrap_or(u32::MAX),
-            flags,
-            crc: Some(sum),
-        })?;
+        let filter = filters.next_if(|(n, _)| *n == i).map(|(_, mut f)| {
+            f.fold(c.comp_end - c.comp);
+            f
+        });
+        w.append_with_keys(
+            &IndexEntry {
+                comp_offset: c.comp,
+                comp_len: c.comp_end - c.comp,
+                decomp_offset: c.decomp,
+                decomp_len: c.decomp_end - c.decomp,
+                first_ts: if c.packets > 0 { c.first_ts } else { 0 },
+                last_ts: c.last_ts,
+                packets: u32::try_from(c.packets).unwrap_or(u32::MAX),
+                flags,
+                crc: Some(sum),
+            },
+            filter.as_ref(),
+        )?;
     }
     if closed {
         w.append(&IndexEntry {
@@ -202,12 +217,14 @@ pub fn rebuild(path: &Path) -> Result<Rebuilt> {
     }
     w.sync()?;
     drop(w);
-    std::fs::rename(&tmp, &ipath).map_err(|e| {
-        Error::io(
-            format!("renaming {} to {}", tmp.display(), ipath.display()),
-            e,
-        )
-    })?;
+    for (from, to) in [(&ktmp, &kpath), (&tmp, &ipath)] {
+        std::fs::rename(from, to).map_err(|e| {
+            Error::io(
+                format!("renaming {} to {}", from.display(), to.display()),
+                e,
+            )
+        })?;
+    }
     let stopped = read_error.or_else(|| scan.and_then(|s| s.stopped));
     Ok(Rebuilt {
         path: ipath,
@@ -223,6 +240,47 @@ pub fn rebuild(path: &Path) -> Result<Rebuilt> {
         truncation,
         stopped,
     })
+}
+
+/// The key filters of `chunks` (their places in the list, and the
+/// filters), from a read of the trace's packets: a record belongs to the
+/// chunk its first byte is in.
+fn key_filters(path: &Path, chunks: &[Seg]) -> Result<Vec<(usize, KeyFilter)>> {
+    let largest = chunks
+        .iter()
+        .map(|c| c.decomp_end - c.decomp)
+        .max()
+        .unwrap_or(0);
+    let mut keys = ChunkKeys::new(
+        usize::try_from(largest)
+            .unwrap_or(usize::MAX)
+            .max(DEFAULT_BLOCK_SIZE),
+    );
+    let mut out = Vec::new();
+    let mut r = TraceReader::open(path)?;
+    let (mut i, mut start) = (0usize, 0u64);
+    // A read error or a cut ends the chunks the index has too.
+    while let Ok(Some(rec)) = r.next_record() {
+        while i < chunks.len() && start >= chunks[i].decomp_end {
+            if let Some(f) = keys.take() {
+                out.push((i, f));
+            }
+            i += 1;
+        }
+        if i == chunks.len() {
+            break;
+        }
+        if let Record::Packet(p) = rec {
+            keys.add_packet(p.link_type, p.data);
+        }
+        start = r.offset();
+    }
+    if i < chunks.len() {
+        if let Some(f) = keys.take() {
+            out.push((i, f));
+        }
+    }
+    Ok(out)
 }
 
 /// A buffered reader that counts what its user consumed.

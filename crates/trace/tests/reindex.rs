@@ -59,7 +59,7 @@ fn windows_agree(path: &Path, n: usize, what: &str) {
 }
 
 #[test]
-fn the_writers_index_is_rebuilt_byte_for_byte() {
+fn the_writers_indexes_are_rebuilt_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let pkts = packets(3000, 7);
     for codec in [Codec::Lz4, Codec::Zstd, Codec::Gzip, Codec::None] {
@@ -73,7 +73,10 @@ fn the_writers_index_is_rebuilt_byte_for_byte() {
             };
             write_file(&path, cfg, &pkts);
             let written = std::fs::read(index_path(&path)).unwrap();
+            let keys = trace::keys::keys_path(&path);
+            let written_keys = std::fs::read(&keys).unwrap();
             std::fs::remove_file(index_path(&path)).unwrap();
+            std::fs::remove_file(&keys).unwrap();
             let r = rebuild(&path).unwrap();
             assert!(
                 r.closed && r.truncation.is_none() && r.stopped.is_none(),
@@ -86,6 +89,11 @@ fn the_writers_index_is_rebuilt_byte_for_byte() {
                 "{codec} {format}: {} bytes rebuilt, {} written",
                 rebuilt.len(),
                 written.len()
+            );
+            // The key index too: the same filters of the same chunks.
+            assert!(
+                std::fs::read(&keys).unwrap() == written_keys,
+                "{codec} {format}: key index differs"
             );
         }
     }
