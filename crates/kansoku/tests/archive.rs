@@ -209,6 +209,12 @@ fn queries_find_what_tcpdump_finds_in_plain_copies() {
     bytes[at] ^= 0x40;
     std::fs::write(sidecar(middle), &bytes).unwrap();
     std::fs::remove_file(sidecar(&files[1])).unwrap();
+    // And one flipped in the file's own filter, near its end.
+    let last = &files[files.len() / 2 + 1];
+    let mut bytes = std::fs::read(sidecar(last)).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0x01;
+    std::fs::write(sidecar(last), &bytes).unwrap();
     std::fs::copy(sidecar(&files[2]), sidecar(&files[4])).unwrap();
     for expr in [
         format!("host {v4}"),

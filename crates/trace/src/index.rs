@@ -404,8 +404,11 @@ pub struct IndexWriter {
     pending: Vec<u8>,
     /// Entries appended so far: the next entry's chunk number.
     appended: u64,
-    /// The key sidecar and its records not yet written.
+    /// The chunk checksums appended so far ([`crate::keys::chunks_digest`]).
+    crcs: Vec<u32>,
+    /// The key sidecar, its records not yet written, and its length.
     keys: Option<(File, PathBuf, Vec<u8>)>,
+    keys_len: u64,
 }
 
 impl IndexWriter {
@@ -420,7 +423,9 @@ impl IndexWriter {
             path: path.to_path_buf(),
             pending: Vec::with_capacity(IndexWriter::BATCH * ENTRY_LEN),
             appended: 0,
+            crcs: Vec::new(),
             keys: None,
+            keys_len: 0,
         })
     }
 
@@ -441,6 +446,7 @@ impl IndexWriter {
         head.extend_from_slice(&[0, 0]);
         file.write_all(&head)
             .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        self.keys_len = head.len() as u64;
         self.keys = Some((file, path, Vec::new()));
         Ok(self)
     }
@@ -469,6 +475,9 @@ impl IndexWriter {
         if let (Some((_, _, pending)), Some(f)) = (self.keys.as_mut(), filter) {
             crate::keys::encode_record(pending, self.appended, e.crc.unwrap_or(0), f);
         }
+        if self.keys.is_some() && !e.is_end() {
+            self.crcs.push(e.crc.unwrap_or(0));
+        }
         self.appended += 1;
         self.pending.extend_from_slice(&e.to_bytes());
         if self.pending.len() >= IndexWriter::BATCH * ENTRY_LEN {
@@ -489,6 +498,7 @@ impl IndexWriter {
         if let Some((file, path, pending)) = self.keys.as_mut() {
             if !pending.is_empty() {
                 let r = file.write_all(pending);
+                self.keys_len += pending.len() as u64;
                 pending.clear();
                 r.map_err(|err| Error::io(format!("writing {}", path.display()), err))?;
             }
@@ -499,6 +509,26 @@ impl IndexWriter {
         let r = self.file.write_all(&self.pending);
         self.pending.clear();
         r.map_err(|err| Error::io(format!("writing {}", self.path.display()), err))
+    }
+
+    /// Closes the key sidecar with the file's filter (`file`, over every
+    /// chunk's keys) and the footer that finds it, after every entry: a
+    /// query reads it first, and the chunks' filters only when it may
+    /// match. It is bound to the seek index by the digest of its chunk
+    /// checksums.
+    pub fn finish_keys(&mut self, file: Option<&crate::keys::KeyFilter>) -> Result<()> {
+        self.flush()?;
+        let (Some(f), Some(_)) = (file, self.keys.as_ref()) else {
+            return Ok(());
+        };
+        let at = self.keys_len;
+        let digest = crate::keys::chunks_digest(self.crcs.iter().copied());
+        if let Some((_, _, pending)) = self.keys.as_mut() {
+            crate::keys::encode_record(pending, crate::keys::FILE_RECORD, digest, f);
+            pending.extend_from_slice(&at.to_le_bytes());
+            pending.extend_from_slice(&crate::keys::FOOTER_MAGIC);
+        }
+        self.flush()
     }
 
     /// Writes the entries appended so far and flushes the sidecar to disk.

@@ -59,6 +59,13 @@ pub const HASHES: u32 = 4;
 /// traffic of tiny packets the filter is folded below [`BITS_PER_KEY`]
 /// and answers with more false positives rather than outgrow the trace.
 pub const MAX_SHARE: u64 = 40;
+/// Bits the file's filter keeps for each distinct key at least: it only
+/// decides whether the chunks' filters are read at all.
+pub const FILE_BITS_PER_KEY: u64 = 6;
+/// The most keys a writer gathers for the file's filter (8 MiB of
+/// hashes); a file with more (hundreds of MB of small packets) gets none,
+/// and its queries read the chunks' filters.
+pub const FILE_MAX_KEYS: usize = 1 << 20;
 /// Layout version of a filter.
 pub const LAYOUT: u8 = 1;
 /// A filter's header.
@@ -74,16 +81,18 @@ const V6: u64 = 2 << 56;
 const PORT: u64 = 3 << 56;
 const PROTOCOL: u64 = 4 << 56;
 
-/// A multiply-xorshift hash: the input's halves folded together, one
-/// multiplication by the golden ratio's odd constant, the high bits folded
-/// back into the low ones. Enough to spread a key's two 32-bit halves (the
-/// positions' start and step) over the filter; MurmurHash3's finalizer, a
-/// second multiplication, cost the writer 2 ns a key more for no fewer
-/// false positives (bench/archive.md).
+/// MurmurHash3's 64-bit finalizer: every input bit moves every output bit,
+/// so a key's two 32-bit halves (the positions' start and step) are
+/// independent. A one-multiplication hash cost the writer no measurable
+/// time less and gave eight times the false positives (0.58% of the
+/// chunks of a host query against 0.07%: bench/archive.md).
 #[inline(always)]
-fn mix(x: u64) -> u64 {
-    let h = (x ^ (x >> 32) ^ (x << 21)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^ (h >> 29)
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
 }
 
 /// The key of an IPv4 address (as a big-endian integer).
@@ -132,6 +141,9 @@ pub struct ChunkKeys {
     packets: u32,
     /// A packet's keys could not all be read: the chunk gets no filter.
     opaque: bool,
+    /// Every chunk's keys so far, for the file's filter; `None` once a
+    /// chunk has none (or past [`FILE_MAX_KEYS`]): no file filter then.
+    file: Option<Vec<u64>>,
 }
 
 impl ChunkKeys {
@@ -144,6 +156,7 @@ impl ChunkKeys {
             max_log2: (bits.trailing_zeros() as u8).clamp(MIN_LOG2, MAX_LOG2),
             packets: 0,
             opaque: false,
+            file: Some(Vec::new()),
         }
     }
 
@@ -226,12 +239,22 @@ impl ChunkKeys {
     /// chunk).
     pub fn take(&mut self) -> Option<KeyFilter> {
         let had = self.packets > 0 && !self.opaque;
+        if self.packets > 0 && self.opaque {
+            self.file = None;
+        }
         self.packets = 0;
         self.opaque = false;
         self.recent = [0; 64];
         if !had {
             self.hashes.clear();
             return None;
+        }
+        if let Some(file) = self.file.as_mut() {
+            if file.len() + self.hashes.len() <= FILE_MAX_KEYS {
+                file.extend_from_slice(&self.hashes);
+            } else {
+                self.file = None;
+            }
         }
         let want = (self.hashes.len() as u64)
             .saturating_mul(BITS_PER_KEY)
@@ -248,6 +271,56 @@ impl ChunkKeys {
         self.hashes.clear();
         Some(f)
     }
+
+    /// The file's filter, over every chunk's keys: `None` when a chunk had
+    /// no filter of its own (a query must read that chunk whatever the
+    /// file's filter says) or the file had too many keys. Built at
+    /// [`BITS_PER_KEY`] bits for each key gathered (a flow's keys recur in
+    /// many chunks), then halved while it keeps [`FILE_BITS_PER_KEY`] for
+    /// each distinct key its bits say it holds.
+    pub fn take_file(&mut self) -> Option<KeyFilter> {
+        let file = self.file.replace(Vec::new())?;
+        if file.is_empty() {
+            return None;
+        }
+        let want = (file.len() as u64).saturating_mul(BITS_PER_KEY);
+        let log2 = (want.next_power_of_two().trailing_zeros() as u8).clamp(MIN_LOG2, MAX_LOG2);
+        let mut f = KeyFilter {
+            words: vec![0; 1 << (log2 - 6)],
+            log2,
+            hashes: HASHES,
+        };
+        for &h in &file {
+            f.insert(h);
+        }
+        let m = (1u64 << f.log2) as f64;
+        let set: u32 = f.words.iter().map(|w| w.count_ones()).sum();
+        let x = f64::from(set).min(m - 1.0);
+        // Swamidass and Baldi's estimate of the distinct keys.
+        let keys = (-(m / f64::from(f.hashes)) * (1.0 - x / m).ln()).ceil() as u64;
+        while f.log2 > MIN_LOG2 && (1u64 << (f.log2 - 1)) >= FILE_BITS_PER_KEY * keys {
+            f.halve();
+        }
+        Some(f)
+    }
+}
+
+/// The number a file's filter has in place of a chunk's.
+pub const FILE_RECORD: u64 = u64::MAX;
+/// The sidecar's last 16 bytes once the writer closed it with a file
+/// filter: the record's offset, then this.
+pub const FOOTER_MAGIC: [u8; 8] = *b"KKEYFILE";
+pub const FOOTER_LEN: usize = 16;
+
+/// What binds a file's filter to its trace: a digest of the seek index's
+/// chunk checksums (`crcs`, the end entry left out), as the writer
+/// appended them.
+pub fn chunks_digest(crcs: impl Iterator<Item = u32>) -> u32 {
+    let mut d = 0x9e37_79b9u64;
+    for c in crcs {
+        d = mix(d ^ u64::from(c));
+    }
+    d as u32
 }
 
 /// A chunk's Bloom filter.
@@ -283,14 +356,18 @@ impl KeyFilter {
     pub fn fold(&mut self, stored_bytes: u64) {
         let budget_bits = (stored_bytes / MAX_SHARE).saturating_mul(8);
         while self.log2 > MIN_LOG2 && (1u64 << self.log2) > budget_bits {
-            let n = self.words.len() / 2;
-            let (lo, hi) = self.words.split_at_mut(n);
-            for (a, b) in lo.iter_mut().zip(hi.iter()) {
-                *a |= *b;
-            }
-            self.words.truncate(n);
-            self.log2 -= 1;
+            self.halve();
         }
+    }
+
+    fn halve(&mut self) {
+        let n = self.words.len() / 2;
+        let (lo, hi) = self.words.split_at_mut(n);
+        for (a, b) in lo.iter_mut().zip(hi.iter()) {
+            *a |= *b;
+        }
+        self.words.truncate(n);
+        self.log2 -= 1;
     }
 
     /// The encoded filter's length.
@@ -313,7 +390,7 @@ impl KeyFilter {
     /// fails, a length or field out of range) is an error, never a filter
     /// that says "absent" wrongly.
     pub fn decode(b: &[u8]) -> Result<KeyFilter> {
-        let v = view(b)?;
+        let v = view(b, true)?;
         Ok(KeyFilter {
             words: v
                 .bits
@@ -443,8 +520,10 @@ impl FilterView<'_> {
 }
 
 /// Checks a filter's encoding (as [`KeyFilter::decode`]) without copying
-/// its bits.
-fn view(b: &[u8]) -> Result<FilterView<'_>> {
+/// its bits; its own checksum only where `sum` asks (a sidecar's record
+/// has a checksum over the filter already: checking both was a tenth of a
+/// host query's time).
+fn view(b: &[u8], sum: bool) -> Result<FilterView<'_>> {
     let bad = |what: &str| Error::Format {
         offset: 0,
         what: format!("key filter: {what}"),
@@ -452,8 +531,8 @@ fn view(b: &[u8]) -> Result<FilterView<'_>> {
     if b.len() < HEADER_LEN + 8 {
         return Err(bad("cut short"));
     }
-    let sum = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-    if crate::index::chunk_checksum(&b[4..]) != sum {
+    let own = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    if sum && crate::index::chunk_checksum(&b[4..]) != own {
         return Err(bad("fails its checksum"));
     }
     let (layout, hashes, log2) = (b[4], u32::from(b[5]), b[6]);
@@ -527,6 +606,10 @@ impl<'a> Iterator for KeyRecords<'a> {
         if at >= bytes.len() {
             return None;
         }
+        if bytes.len() - at == FOOTER_LEN && bytes[at + 8..] == FOOTER_MAGIC {
+            self.at = bytes.len();
+            return None;
+        }
         let Some(h) = bytes.get(at..at + RECORD_HEADER_LEN) else {
             self.torn = true;
             self.at = bytes.len();
@@ -544,7 +627,7 @@ impl<'a> Iterator for KeyRecords<'a> {
             self.problem = Some(format!("the record at byte {at} fails its checksum"));
             return None;
         }
-        let filter = match view(&body[RECORD_HEADER_LEN - 4..]) {
+        let filter = match view(&body[RECORD_HEADER_LEN - 4..], false) {
             Ok(f) => f,
             Err(e) => {
                 self.problem = Some(format!("the record at byte {at}: {e}"));
@@ -581,28 +664,90 @@ thread_local! {
     static SIDECAR: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Reads the record of the file filter at the end of the sidecar `f`
+/// (`len` bytes) into `buf`, if the writer closed it with one.
+fn file_record(mut f: &std::fs::File, len: u64, buf: &mut Vec<u8>) -> Option<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::FileExt;
+    let mut foot = [0u8; FOOTER_LEN];
+    let foot_at = len.checked_sub(FOOTER_LEN as u64)?;
+    f.read_exact_at(&mut foot, foot_at).ok()?;
+    if foot[8..] != FOOTER_MAGIC {
+        return None;
+    }
+    let at = u64::from_le_bytes(foot[..8].try_into().ok()?);
+    let rec_len = foot_at.checked_sub(at)?;
+    if at < FILE_HEADER_LEN as u64 || rec_len > 64 << 20 {
+        return None;
+    }
+    // Read into memory kept from file to file, not zeroed first.
+    buf.clear();
+    f.seek(SeekFrom::Start(at)).ok()?;
+    f.take(rec_len).read_to_end(buf).ok()?;
+    f.seek(SeekFrom::Start(0)).ok()?;
+    (buf.len() as u64 == rec_len).then_some(())
+}
+
 /// The chunks of the trace at `trace`, whose seek index entries' chunk
-/// checksums are `crcs`, that `query` must read by its key sidecar.
-pub fn select(trace: &std::path::Path, crcs: &[Option<u32>], query: &KeyQuery) -> Selection {
+/// checksums are `crcs` (`None` for a chunk no filter may rule out) and
+/// whose entries' digest is `digest` ([`chunks_digest`]), that `query`
+/// must read by its key sidecar. The file's filter is read first: when it
+/// rules the whole file out, the chunks' filters are not read at all.
+pub fn select(
+    trace: &std::path::Path,
+    crcs: &[Option<u32>],
+    digest: u32,
+    query: &KeyQuery,
+) -> Selection {
     let mut sel = Selection {
         may_match: vec![true; crcs.len()],
         without_filter: crcs.len() as u64,
         ..Selection::default()
     };
     let path = keys_path(trace);
-    SIDECAR.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        buf.clear();
-        let read = std::fs::File::open(&path).and_then(|mut f| {
-            use std::io::Read;
-            f.read_to_end(&mut buf)
-        });
-        if let Err(e) = read {
+    let file = std::fs::File::open(&path).and_then(|f| Ok((f.metadata()?.len(), f)));
+    let (len, mut file) = match file {
+        Ok(x) => x,
+        Err(e) => {
             sel.problem = Some(if e.kind() == std::io::ErrorKind::NotFound {
                 "no key index".to_string()
             } else {
                 format!("{}: {e}", path.display())
             });
+            return sel;
+        }
+    };
+    let ruled_out = SIDECAR.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        file_record(&file, len, &mut buf)?;
+        let mut recs = KeyRecords {
+            bytes: &buf,
+            at: 0,
+            problem: None,
+            torn: false,
+        };
+        let r = recs
+            .next()
+            .filter(|r| r.chunk == FILE_RECORD && r.chunk_crc == digest)?;
+        Some(!query.may_match_with(&|h| r.filter.may_contain(h)))
+    });
+    if ruled_out == Some(true) {
+        for (m, c) in sel.may_match.iter_mut().zip(crcs) {
+            *m = c.is_none();
+        }
+        sel.ruled_out = crcs.iter().filter(|c| c.is_some()).count() as u64;
+        sel.without_filter -= sel.ruled_out;
+        return sel;
+    }
+    SIDECAR.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.clear();
+        let read = {
+            use std::io::Read;
+            file.read_to_end(&mut buf)
+        };
+        if let Err(e) = read {
+            sel.problem = Some(format!("{}: {e}", path.display()));
             return;
         }
         let mut recs = records(&buf);
@@ -750,7 +895,7 @@ mod tests {
         // Chunk 2's entry has another checksum (rewritten since); chunk 3
         // has no record; chunk 7 is past the index.
         let crcs = [Some(10), Some(11), Some(99), Some(13)];
-        let s = select(&trace, &crcs, &q);
+        let s = select(&trace, &crcs, 0, &q);
         assert_eq!(s.may_match, [false, true, true, true]);
         assert_eq!((s.ruled_out, s.without_filter), (1, 2));
         assert_eq!(
@@ -758,7 +903,7 @@ mod tests {
             Some("1 filters made of other chunks than the trace's")
         );
         std::fs::remove_file(keys_path(&trace)).unwrap();
-        let s = select(&trace, &crcs, &q);
+        let s = select(&trace, &crcs, 0, &q);
         assert_eq!(s.may_match, [true; 4]);
         assert_eq!(s.problem.as_deref(), Some("no key index"));
     }

@@ -166,7 +166,8 @@ pub fn rebuild(path: &Path) -> Result<Rebuilt> {
                 s.stopped.is_none() && s.end.is_some_and(|(a, b)| a == last.0 && b == file_len)
             }
         };
-    let mut filters = key_filters(path, &chunks)?.into_iter().peekable();
+    let (filters, file_filter) = key_filters(path, &chunks)?;
+    let mut filters = filters.into_iter().peekable();
     let ipath = index_path(path);
     let kpath = keys_path(path);
     let new = |p: &Path| {
@@ -215,6 +216,9 @@ pub fn rebuild(path: &Path) -> Result<Rebuilt> {
             ..IndexEntry::default()
         })?;
     }
+    // The file's filter only for a file read to its clean end: a cut one
+    // has packets no chunk holds.
+    w.finish_keys(file_filter.as_ref().filter(|_| closed))?;
     w.sync()?;
     drop(w);
     for (from, to) in [(&ktmp, &kpath), (&tmp, &ipath)] {
@@ -243,9 +247,13 @@ pub fn rebuild(path: &Path) -> Result<Rebuilt> {
 }
 
 /// The key filters of `chunks` (their places in the list, and the
-/// filters), from a read of the trace's packets: a record belongs to the
-/// chunk its first byte is in.
-fn key_filters(path: &Path, chunks: &[Seg]) -> Result<Vec<(usize, KeyFilter)>> {
+/// filters) and the file's, from a read of the trace's packets: a record
+/// belongs to the chunk its first byte is in.
+#[allow(clippy::type_complexity)]
+fn key_filters(
+    path: &Path,
+    chunks: &[Seg],
+) -> Result<(Vec<(usize, KeyFilter)>, Option<KeyFilter>)> {
     let largest = chunks
         .iter()
         .map(|c| c.decomp_end - c.decomp)
@@ -280,7 +288,8 @@ fn key_filters(path: &Path, chunks: &[Seg]) -> Result<Vec<(usize, KeyFilter)>> {
             out.push((i, f));
         }
     }
-    Ok(out)
+    let file = keys.take_file();
+    Ok((out, file))
 }
 
 /// A buffered reader that counts what its user consumed.

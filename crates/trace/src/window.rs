@@ -43,7 +43,7 @@ use std::sync::Arc;
 use crate::error::{Corruption, Error, Result};
 use crate::format::Codec;
 use crate::index::{index_path, read_index, Index, IndexEntry};
-use crate::keys::{select, KeyQuery};
+use crate::keys::{chunks_digest, select, KeyQuery};
 use crate::read::{Checks, TraceReader};
 
 /// The entries of an index that the file bears out.
@@ -394,7 +394,14 @@ pub fn open_query(
             .iter()
             .map(|e| if e.is_metadata() { None } else { e.crc })
             .collect();
-        select(path, &crcs, query)
+        let digest = chunks_digest(
+            index
+                .entries
+                .iter()
+                .filter(|e| !e.is_end())
+                .map(|e| e.crc.unwrap_or(0)),
+        );
+        select(path, &crcs, digest, query)
     });
     let may_match = |i: usize| keys.as_ref().is_none_or(|k| k.may_match[i]);
     let read = |i: usize| {

@@ -1167,9 +1167,10 @@ impl<W: Write> TraceWriter<W> {
         self.stats.bytes_out += out.len() as u64;
         // Every chunk is in the file now (the flush above waited for it).
         self.index_written()?;
+        let file = self.keys.as_mut().and_then(ChunkKeys::take_file);
         if let Some(ix) = self.index.as_mut() {
             ix.append(&end)?;
-            ix.flush()?;
+            ix.finish_keys(file.as_ref())?;
         }
         Ok(())
     }

@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use trace::index::{index_path, read_index};
+use std::io::Read;
+
+use trace::index::{index_path, parse_index, read_index, ENTRY_LEN, HEADER_LEN};
 use trace::{Record, TraceReader};
 
 use crate::error::{display_path, Error, Result};
@@ -26,9 +28,22 @@ struct Member {
 }
 
 /// The times the index of `path` records: the smallest first and the
-/// largest last packet time of its chunks.
-fn indexed_times(path: &Path) -> Option<(u64, u64)> {
-    let index = read_index(&index_path(path)).ok()?;
+/// largest last packet time of its chunks. Without a time window only the
+/// order of the files is wanted, and the first chunk's first time gives it
+/// (`whole` false: the header and one entry are read, not the index of
+/// every chunk, which a query over a directory read twice).
+fn indexed_times(path: &Path, whole: bool) -> Option<(u64, u64)> {
+    let index = if whole {
+        read_index(&index_path(path)).ok()?
+    } else {
+        let mut head = Vec::with_capacity(HEADER_LEN + ENTRY_LEN);
+        std::fs::File::open(index_path(path))
+            .ok()?
+            .take((HEADER_LEN + ENTRY_LEN) as u64)
+            .read_to_end(&mut head)
+            .ok()?;
+        parse_index(&head, "").ok()?
+    };
     let with_packets = || index.entries.iter().filter(|e| e.packets > 0);
     Some((
         with_packets().map(|e| e.first_ts).min()?,
@@ -54,7 +69,7 @@ fn first_packet_ns(path: &Path) -> Option<u64> {
 /// packets; by name where two start together). Index files, hidden files
 /// and subdirectories are passed over; a file that is not a trace is named
 /// in `left_out`.
-fn members(dir: &Path, left_out: &mut Vec<String>) -> Result<Vec<Member>> {
+fn members(dir: &Path, window: Window, left_out: &mut Vec<String>) -> Result<Vec<Member>> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::file(dir, e))?;
     let mut members = Vec::new();
     for entry in entries {
@@ -65,7 +80,7 @@ fn members(dir: &Path, left_out: &mut Vec<String>) -> Result<Vec<Member>> {
         if name.starts_with('.') || trace::index::is_sidecar(&name) || !p.is_file() {
             continue;
         }
-        let (first_ns, last_ns) = match indexed_times(&p) {
+        let (first_ns, last_ns) = match indexed_times(&p, !window.is_all()) {
             Some((first, last)) => (first, Some(last)),
             None => match first_packet_ns(&p) {
                 Some(first) => (first, None),
@@ -103,7 +118,7 @@ pub fn trace_paths_in(
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
-    Ok(members(path, left_out)?
+    Ok(members(path, window, left_out)?
         .into_iter()
         .filter(|m| {
             window.until.is_none_or(|u| m.first_ns < u)
