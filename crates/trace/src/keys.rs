@@ -65,7 +65,10 @@ pub const FILE_BITS_PER_KEY: u64 = 6;
 /// The most keys a writer gathers for the file's filter (8 MiB of
 /// hashes); a file with more (hundreds of MB of small packets) gets none,
 /// and its queries read the chunks' filters.
-pub const FILE_MAX_KEYS: usize = 1 << 20;
+pub const FILE_MAX_KEYS: usize = 1 << 19;
+/// Hashes per key of the file's filter: two random writes a key where
+/// four made closing a file of 2^20 keys cost a fifth of writing it.
+pub const FILE_HASHES: u32 = 2;
 /// Layout version of a filter.
 pub const LAYOUT: u8 = 1;
 /// A filter's header.
@@ -274,21 +277,21 @@ impl ChunkKeys {
 
     /// The file's filter, over every chunk's keys: `None` when a chunk had
     /// no filter of its own (a query must read that chunk whatever the
-    /// file's filter says) or the file had too many keys. Built at
-    /// [`BITS_PER_KEY`] bits for each key gathered (a flow's keys recur in
-    /// many chunks), then halved while it keeps [`FILE_BITS_PER_KEY`] for
-    /// each distinct key its bits say it holds.
+    /// file's filter says) or the file had too many keys. Built at twice
+    /// [`FILE_BITS_PER_KEY`] bits for each key gathered (a flow's keys
+    /// recur in many chunks), then halved while it keeps
+    /// [`FILE_BITS_PER_KEY`] for each distinct key its bits say it holds.
     pub fn take_file(&mut self) -> Option<KeyFilter> {
         let file = self.file.replace(Vec::new())?;
         if file.is_empty() {
             return None;
         }
-        let want = (file.len() as u64).saturating_mul(BITS_PER_KEY);
+        let want = (file.len() as u64).saturating_mul(2 * FILE_BITS_PER_KEY);
         let log2 = (want.next_power_of_two().trailing_zeros() as u8).clamp(MIN_LOG2, MAX_LOG2);
         let mut f = KeyFilter {
             words: vec![0; 1 << (log2 - 6)],
             log2,
-            hashes: HASHES,
+            hashes: FILE_HASHES,
         };
         for &h in &file {
             f.insert(h);
