@@ -13,18 +13,8 @@ k=$PWD/target/release/kansoku
 dir=$(mktemp -d /dev/shm/kansoku-bench.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 
-# Median wall time in milliseconds of a shell command, run $runs times.
-median_ms() {
-    local times=()
-    for _ in $(seq "$runs"); do
-        local t0 t1
-        t0=$(date +%s%N)
-        bash -c "$1" >/dev/null 2>&1
-        t1=$(date +%s%N)
-        times+=($(( (t1 - t0) / 1000000 )))
-    done
-    printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
-}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 printf '%-12s %-34s %10s %10s %8s\n' traffic measurement baseline_ms kansoku_ms ratio
 for kind in fixed-1518 random-1518 random-64; do
