@@ -84,6 +84,7 @@ fn tcpdump_finds(plain: &[PathBuf], expr: &str, work: &Path) -> Vec<String> {
 /// What `kansoku read -r DIR EXPR` finds, and what it said.
 fn kansoku_finds(dir: &Path, expr: &str, work: &Path) -> (Vec<String>, String) {
     let out = work.join("ours.pcapng");
+    let _ = std::fs::remove_file(&out);
     let o = run_ok(&["read", "-r", p(dir), "-w", p(&out), expr]);
     (
         packets(&tcpdump_dump(&out)),
@@ -98,7 +99,11 @@ fn endpoint(file: &Path, n: usize, v6: bool) -> (String, String) {
     let line = lines
         .lines()
         .filter(|l| l.contains(" tcp ") || l.contains(" udp "))
-        .filter(|l| l.contains('[') == v6)
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .is_some_and(|a| a.starts_with('[') == v6)
+        })
         .nth(n)
         .expect("a packet");
     let src = line.split_whitespace().nth(2).unwrap();
@@ -231,4 +236,120 @@ fn queries_find_what_tcpdump_finds_in_plain_copies() {
         );
         assert!(said.contains("key index not used"), "{expr}: {said}");
     }
+}
+
+#[test]
+fn a_file_being_written_is_queried_up_to_its_last_whole_chunk() {
+    use std::io::Write;
+    if !testkit::require_tool("tcpdump") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let plain = root.path().join("in.pcap");
+    run_ok(&[
+        "synth",
+        "-c",
+        "20000",
+        "--size",
+        "64-1518",
+        "--ip",
+        "mix",
+        "--flows",
+        "200",
+        "--compress",
+        "none",
+        "--no-index",
+        "-w",
+        p(&plain),
+    ]);
+    let bytes = std::fs::read(&plain).unwrap();
+    let growing = root.path().join("growing.pcap.lz4");
+    let mut writer = kansoku()
+        .args(["read", "-r", "-", "-w", p(&growing), "--idle-flush", "0.2"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = writer.stdin.take().unwrap();
+    // Half the packets, then a pause: the writer flushes what it has
+    // (chunks, their index entries and key records) and waits for more.
+    stdin.write_all(&bytes[..bytes.len() / 2]).unwrap();
+    stdin.flush().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while trace::keys::keys_path(&growing)
+        .metadata()
+        .map_or(0, |m| m.len())
+        < 1000
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer wrote no key records"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    // A file whose writer goes on is read up to its last complete packet,
+    // and the run says it was not closed (exit 1).
+    let read = |args: &[&str]| {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.code() == Some(1) && err.contains("never closed it"),
+            "{args:?}: {err}"
+        );
+        o
+    };
+    let lines = String::from_utf8(read(&["read", "-r", p(&growing)]).stdout).unwrap();
+    let src = |l: &str| {
+        l.split_whitespace()
+            .nth(2)
+            .map(|s| s.rsplit_once(':').unwrap().0.to_string())
+    };
+    let line = lines
+        .lines()
+        .filter(|l| l.contains(" tcp ") && !l.contains(" tcp ["))
+        .nth(30)
+        .unwrap_or_else(|| {
+            panic!(
+                "{} lines: {:?}",
+                lines.lines().count(),
+                lines.lines().next()
+            )
+        });
+    let host = src(line).unwrap();
+    let port = line
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .rsplit_once(':')
+        .unwrap()
+        .1
+        .to_string();
+    for expr in [format!("host {host}"), format!("port {port}")] {
+        // What a full read of the file as it stands finds, filtered by
+        // tcpdump, is what the query through the key index finds.
+        let all = root.path().join("all.pcap");
+        let _ = std::fs::remove_file(&all);
+        read(&["read", "-r", p(&growing), "-w", p(&all), "--no-index"]);
+        let want = tcpdump_finds(&[all], &expr, root.path());
+        let ours = root.path().join("ours.pcapng");
+        let _ = std::fs::remove_file(&ours);
+        // The query reads the chunks that may match: the end, where the
+        // file is cut, only if one is there.
+        let o = run(&["read", "-r", p(&growing), "-w", p(&ours), &expr]);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{expr}: {o:?}");
+        let got = packets(&tcpdump_dump(&ours));
+        assert!(
+            !want.is_empty() && got == want,
+            "{expr}: {} vs {}",
+            got.len(),
+            want.len()
+        );
+    }
+    // The rest, and the writer closes the file whole.
+    stdin.write_all(&bytes[bytes.len() / 2..]).unwrap();
+    drop(stdin);
+    assert!(writer.wait().unwrap().success());
+    let (got, said) = kansoku_finds(&growing, "udp", root.path());
+    assert!(!got.is_empty() && !said.contains("never closed"), "{said}");
 }
