@@ -91,24 +91,35 @@ pub const FLAG_END: u32 = 4;
 /// The sidecar's extension, appended to the trace's full name.
 pub const EXTENSION: &str = "kidx";
 
-/// The sidecar path for a trace: `<trace path>.kidx`.
-pub fn index_path(trace: &Path) -> PathBuf {
+/// The extensions of every sidecar kansoku may keep beside a trace: the
+/// seek index and the key index ([`crate::keys`]).
+const SIDECAR_EXTENSIONS: [&str; 2] = [EXTENSION, crate::keys::EXTENSION];
+
+/// The sidecar of extension `ext` beside a trace: `<trace path>.<ext>`.
+pub fn sidecar_path(trace: &Path, ext: &str) -> PathBuf {
     let mut s = trace.as_os_str().to_owned();
     s.push(".");
-    s.push(EXTENSION);
+    s.push(ext);
     PathBuf::from(s)
 }
 
-/// Every sidecar kansoku may keep beside the trace at `trace`: the seek
-/// index and the key index ([`crate::keys::keys_path`]). They go where
-/// the trace goes (renamed, deleted with it).
+/// The sidecar path for a trace: `<trace path>.kidx`.
+pub fn index_path(trace: &Path) -> PathBuf {
+    sidecar_path(trace, EXTENSION)
+}
+
+/// Every sidecar kansoku may keep beside the trace at `trace`. They go
+/// where the trace goes (renamed, deleted with it).
 pub fn sidecars(trace: &Path) -> [PathBuf; 2] {
-    [index_path(trace), crate::keys::keys_path(trace)]
+    SIDECAR_EXTENSIONS.map(|ext| sidecar_path(trace, ext))
 }
 
 /// Whether the file name `name` is a sidecar's, not a trace's.
 pub fn is_sidecar(name: &str) -> bool {
-    name.ends_with(".kidx") || name.ends_with(".kkeys")
+    SIDECAR_EXTENSIONS.iter().any(|ext| {
+        name.strip_suffix(ext)
+            .is_some_and(|rest| rest.ends_with('.'))
+    })
 }
 
 /// One chunk of a trace.
@@ -441,9 +452,7 @@ impl IndexWriter {
         let path = path.to_path_buf();
         let mut file = File::create(&path)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        let mut head = crate::keys::MAGIC.to_vec();
-        head.extend_from_slice(&crate::keys::VERSION.to_le_bytes());
-        head.extend_from_slice(&[0, 0]);
+        let head = crate::keys::file_header();
         file.write_all(&head)
             .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         self.keys_len = head.len() as u64;

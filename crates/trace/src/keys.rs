@@ -1,6 +1,7 @@
 //! The key index: for each chunk of a trace, a Bloom filter of the
 //! addresses (IPv4, IPv6), ports (TCP, UDP) and IP protocols of its
-//! packets, kept in the seek index beside the chunk's entry (version 3).
+//! packets, kept in a sidecar of its own beside the seek index
+//! ([`keys_path`]), and one filter of the whole file read before them.
 //! A query in tcpdump's language is turned into a [`KeyQuery`] over these
 //! keys; a chunk whose filter says none of its packets can match is not
 //! read. The answer stays exact: the full expression is applied to every
@@ -50,7 +51,7 @@ use wire::LinkType;
 /// Bits a filter keeps for each distinct key at least (before it is
 /// rounded up to a power of two): 0.24% false positives with four hashes,
 /// 0.05% at the rounding's average of 1.5 times as many bits (with 10
-/// bits a key, a host query read four times as many chunks for nothing:
+/// bits a key, a host query read nearly twice as many chunks for nothing:
 /// bench/archive.md).
 pub const BITS_PER_KEY: u64 = 16;
 /// Hashes per key.
@@ -62,7 +63,7 @@ pub const MAX_SHARE: u64 = 40;
 /// Bits the file's filter keeps for each distinct key at least: it only
 /// decides whether the chunks' filters are read at all.
 pub const FILE_BITS_PER_KEY: u64 = 6;
-/// The most keys a writer gathers for the file's filter (8 MiB of
+/// The most keys a writer gathers for the file's filter (4 MiB of
 /// hashes); a file with more (hundreds of MB of small packets) gets none,
 /// and its queries read the chunks' filters.
 pub const FILE_MAX_KEYS: usize = 1 << 19;
@@ -87,8 +88,8 @@ const PROTOCOL: u64 = 4 << 56;
 /// MurmurHash3's 64-bit finalizer: every input bit moves every output bit,
 /// so a key's two 32-bit halves (the positions' start and step) are
 /// independent. A one-multiplication hash cost the writer no measurable
-/// time less and gave eight times the false positives (0.58% of the
-/// chunks of a host query against 0.07%: bench/archive.md).
+/// time less and gave three times the false positives (0.58% of the
+/// chunks of a host query against 0.2%: bench/archive.md).
 #[inline(always)]
 fn mix(mut x: u64) -> u64 {
     x ^= x >> 33;
@@ -259,18 +260,7 @@ impl ChunkKeys {
                 self.file = None;
             }
         }
-        let want = (self.hashes.len() as u64)
-            .saturating_mul(BITS_PER_KEY)
-            .max(64);
-        let log2 = (want.next_power_of_two().trailing_zeros() as u8).clamp(MIN_LOG2, self.max_log2);
-        let mut f = KeyFilter {
-            words: vec![0; 1 << (log2 - 6)],
-            log2,
-            hashes: HASHES,
-        };
-        for &h in &self.hashes {
-            f.insert(h);
-        }
+        let f = KeyFilter::build(&self.hashes, BITS_PER_KEY, HASHES, self.max_log2);
         self.hashes.clear();
         Some(f)
     }
@@ -286,16 +276,7 @@ impl ChunkKeys {
         if file.is_empty() {
             return None;
         }
-        let want = (file.len() as u64).saturating_mul(2 * FILE_BITS_PER_KEY);
-        let log2 = (want.next_power_of_two().trailing_zeros() as u8).clamp(MIN_LOG2, MAX_LOG2);
-        let mut f = KeyFilter {
-            words: vec![0; 1 << (log2 - 6)],
-            log2,
-            hashes: FILE_HASHES,
-        };
-        for &h in &file {
-            f.insert(h);
-        }
+        let mut f = KeyFilter::build(&file, 2 * FILE_BITS_PER_KEY, FILE_HASHES, MAX_LOG2);
         let m = (1u64 << f.log2) as f64;
         let set: u32 = f.words.iter().map(|w| w.count_ones()).sum();
         let x = f64::from(set).min(m - 1.0);
@@ -335,6 +316,23 @@ pub struct KeyFilter {
 }
 
 impl KeyFilter {
+    /// A filter of `k` hashes holding the keys `hashes`, `bits_per_key`
+    /// bits for each rounded up to a power of two (at least one word, at
+    /// most 2^`max_log2` bits).
+    fn build(hashes: &[u64], bits_per_key: u64, k: u32, max_log2: u8) -> KeyFilter {
+        let want = (hashes.len() as u64).saturating_mul(bits_per_key);
+        let log2 = (want.next_power_of_two().trailing_zeros() as u8).clamp(MIN_LOG2, max_log2);
+        let mut f = KeyFilter {
+            words: vec![0; 1 << (log2 - 6)],
+            log2,
+            hashes: k,
+        };
+        for &h in hashes {
+            f.insert(h);
+        }
+        f
+    }
+
     /// Whether a packet of the chunk may have key `h` (a false positive
     /// now and then; never a false negative).
     #[inline]
@@ -474,6 +472,12 @@ pub const FILE_HEADER_LEN: usize = 8;
 /// (the entry's), 4 bytes reserved.
 pub const RECORD_HEADER_LEN: usize = 24;
 
+/// The key sidecar's first bytes: magic, version, 2 bytes reserved.
+pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+    let v = VERSION.to_le_bytes();
+    [MAGIC[0], MAGIC[1], MAGIC[2], MAGIC[3], v[0], v[1], 0, 0]
+}
+
 /// The key sidecar of a trace: `<trace path>.kkeys`.
 ///
 /// It is a file of its own, not more fields of the seek index, so that
@@ -485,10 +489,7 @@ pub const RECORD_HEADER_LEN: usize = 24;
 /// it was made of: a stale, damaged or foreign sidecar costs reads, never
 /// packets.
 pub fn keys_path(trace: &std::path::Path) -> std::path::PathBuf {
-    let mut s = trace.as_os_str().to_owned();
-    s.push(".");
-    s.push(EXTENSION);
-    std::path::PathBuf::from(s)
+    crate::index::sidecar_path(trace, EXTENSION)
 }
 
 /// Encodes one record: a chunk's filter.
@@ -847,9 +848,7 @@ mod tests {
     #[test]
     fn a_sidecar_keeps_what_it_can_trust() {
         let f = filter_of(&[key_v4(9)], 4096);
-        let mut b = MAGIC.to_vec();
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        b.extend_from_slice(&[0, 0]);
+        let mut b = file_header().to_vec();
         encode_record(&mut b, 0, 11, &f);
         let one = b.len();
         encode_record(&mut b, 2, 22, &f);
@@ -882,9 +881,7 @@ mod tests {
     fn selection_uses_only_the_filters_of_the_chunks_they_were_made_of() {
         let dir = tempfile::tempdir().unwrap();
         let trace = dir.path().join("t.pcap");
-        let mut b = MAGIC.to_vec();
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        b.extend_from_slice(&[0, 0]);
+        let mut b = file_header().to_vec();
         for (chunk, crc) in [(0, 10), (1, 11), (2, 12), (7, 17)] {
             encode_record(
                 &mut b,

@@ -75,15 +75,23 @@ pub fn named(path: &Path) -> (Option<OutputFormat>, Option<Codec>) {
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
-    let (rest, codec) = CODEC_EXTENSIONS
-        .into_iter()
-        .find_map(|(ext, c)| name.strip_suffix(ext).map(|r| (r, Some(c))))
-        .unwrap_or((&name, None));
-    let format = FORMAT_EXTENSIONS
-        .into_iter()
-        .find_map(|(ext, f)| rest.strip_suffix(ext).map(|_| f));
+    let (_, format, codec) = trace_extensions(&name);
     let codec = codec.or(format.map(|_| Codec::None));
     (format, codec)
+}
+
+/// The extensions ending the lowercased name `lower`: the codec's (last)
+/// and the format's before it, and how many bytes come before them.
+fn trace_extensions(lower: &str) -> (usize, Option<OutputFormat>, Option<Codec>) {
+    let (rest, codec) = CODEC_EXTENSIONS
+        .into_iter()
+        .find_map(|(ext, c)| lower.strip_suffix(ext).map(|r| (r, Some(c))))
+        .unwrap_or((lower, None));
+    let (rest, format) = FORMAT_EXTENSIONS
+        .into_iter()
+        .find_map(|(ext, f)| rest.strip_suffix(ext).map(|r| (r, Some(f))))
+        .unwrap_or((rest, None));
+    (rest.len(), format, codec)
 }
 
 /// The codecs' file name extensions, as [`named`] reads them.
@@ -108,20 +116,10 @@ const FORMAT_EXTENSIONS: [(&str, OutputFormat); 5] = [
 /// so that a rotation can number its files and keep their format's name
 /// last.
 pub fn split_extension(name: &str) -> (&str, &str) {
-    let lower = name.to_ascii_lowercase();
-    let mut cut = lower.len();
-    if let Some((ext, _)) = CODEC_EXTENSIONS.iter().find(|(e, _)| lower.ends_with(e)) {
-        cut -= ext.len();
-    }
-    if let Some((ext, _)) = FORMAT_EXTENSIONS
-        .iter()
-        .find(|(e, _)| lower[..cut].ends_with(e))
-    {
-        cut -= ext.len();
-    }
-    // ASCII lowercasing keeps every byte where it was: `cut` is a char
-    // boundary of `name` as of `lower`.
-    name.split_at(cut)
+    // ASCII lowercasing keeps every byte where it was: the stem's length
+    // in the lowercased name is a char boundary of `name`.
+    let (stem, _, _) = trace_extensions(&name.to_ascii_lowercase());
+    name.split_at(stem)
 }
 
 impl fmt::Display for OutputFormat {
