@@ -142,15 +142,45 @@ impl Selector {
 /// `text` compiled as `tcpdump -r` compiles it for a file of `link_type`,
 /// `snaplen` and that byte order; an error in libpcap's words is a usage
 /// error naming the expression.
+///
+/// Programs compiled are kept for the rest of the process (the last
+/// [`COMPILED_KEPT`]): a directory of 30 traces, or a pcapng file of many
+/// sections, asks for the same program again and again, and libpcap's
+/// compiler took a tenth of a host query over an archive.
 fn compile_text(
     text: &str,
     link_type: LinkType,
     snaplen: u32,
     big_endian: bool,
 ) -> Result<Vec<bpf::Insn>> {
-    bpf::libpcap::compile_for_trace(text, u16::from(link_type), snaplen, big_endian)
-        .map_err(|e| Error::usage(format!("expression `{text}`: {e}")))
+    type Compiled = (String, LinkType, u32, bool, Vec<bpf::Insn>);
+    static COMPILED: std::sync::Mutex<Vec<Compiled>> = std::sync::Mutex::new(Vec::new());
+    let same =
+        |c: &Compiled| c.0 == text && c.1 == link_type && c.2 == snaplen && c.3 == big_endian;
+    if let Ok(kept) = COMPILED.lock() {
+        if let Some(c) = kept.iter().find(|c| same(c)) {
+            return Ok(c.4.clone());
+        }
+    }
+    let insns = bpf::libpcap::compile_for_trace(text, u16::from(link_type), snaplen, big_endian)
+        .map_err(|e| Error::usage(format!("expression `{text}`: {e}")))?;
+    if let Ok(mut kept) = COMPILED.lock() {
+        if kept.len() == COMPILED_KEPT {
+            kept.remove(0);
+        }
+        kept.push((
+            text.to_string(),
+            link_type,
+            snaplen,
+            big_endian,
+            insns.clone(),
+        ));
+    }
+    Ok(insns)
 }
+
+/// How many compiled programs [`compile_text`] keeps.
+const COMPILED_KEPT: usize = 8;
 
 pub fn listing_for_trace(
     path: &std::path::Path,

@@ -27,19 +27,25 @@ struct Member {
     last_ns: Option<u64>,
 }
 
+/// The entries read for a file's first time: its format's metadata
+/// chunks (a pcap file header, a pcapng section's header and interfaces)
+/// come before the first chunk of packets.
+const HEAD_ENTRIES: usize = 8;
+
 /// The times the index of `path` records: the smallest first and the
 /// largest last packet time of its chunks. Without a time window only the
-/// order of the files is wanted, and the first chunk's first time gives it
-/// (`whole` false: the header and one entry are read, not the index of
-/// every chunk, which a query over a directory read twice).
+/// order of the files is wanted, and the first chunk of packets gives it
+/// (`whole` false: the header and the first [`HEAD_ENTRIES`] entries are
+/// read, not the index of every chunk, which a query over a directory read
+/// twice).
 fn indexed_times(path: &Path, whole: bool) -> Option<(u64, u64)> {
     let index = if whole {
         read_index(&index_path(path)).ok()?
     } else {
-        let mut head = Vec::with_capacity(HEADER_LEN + ENTRY_LEN);
+        let mut head = Vec::with_capacity(HEADER_LEN + HEAD_ENTRIES * ENTRY_LEN);
         std::fs::File::open(index_path(path))
             .ok()?
-            .take((HEADER_LEN + ENTRY_LEN) as u64)
+            .take((HEADER_LEN + HEAD_ENTRIES * ENTRY_LEN) as u64)
             .read_to_end(&mut head)
             .ok()?;
         parse_index(&head, "").ok()?
