@@ -550,19 +550,28 @@ pub fn index(data: &[u8]) {
 
 /// Fuzzes the key index (`trace::keys`). The input is read twice: as a
 /// key sidecar, whose records are taken as far as they can be trusted (a
-/// damaged or torn one ends them, and says so, never a panic); and as a
+/// damaged or torn one ends them, and says so, never a panic), and whose
+/// file filter is probed block by block as a query probes it; and as a
 /// frame (the first byte picks the link type), whose chunk filter must hold
 /// every key the frame's flow has (a filter never says "absent" of a key a
 /// packet has: the query would lose it), fold to any stored size, and
 /// encode to bytes that decode to itself.
 pub fn key_index(data: &[u8]) {
-    use trace::keys::{key_port, key_protocol, key_v4, key_v6, records, ChunkKeys, KeyFilter};
+    use trace::keys::{
+        key_port, key_protocol, key_v4, key_v6, records, ChunkKeys, FileFilter, KeyFilter,
+    };
     let mut recs = records(data);
     let mut n = 0usize;
     for r in recs.by_ref() {
         n += usize::from(r.filter.may_contain(key_port(80))) + r.chunk as usize % 2;
     }
     std::hint::black_box((n, recs.problem, recs.torn));
+    // The file's filter, as a query reads it: by its footer, a block at a
+    // time.
+    if let Ok(Some(f)) = FileFilter::open(data, data.len() as u64) {
+        let some = (0..64u16).filter(|&p| f.may_contain(key_port(p))).count();
+        std::hint::black_box((some, f.damaged.get(), f.digest, f.record_at));
+    }
     let Some((&l, frame)) = data.split_first() else {
         return;
     };

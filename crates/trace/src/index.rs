@@ -533,7 +533,7 @@ impl IndexWriter {
         let at = self.keys_len;
         let digest = crate::keys::chunks_digest(self.crcs.iter().copied());
         if let Some((_, _, pending)) = self.keys.as_mut() {
-            crate::keys::encode_record(pending, crate::keys::FILE_RECORD, digest, f);
+            crate::keys::encode_file_record(pending, digest, f);
             pending.extend_from_slice(&at.to_le_bytes());
             pending.extend_from_slice(&crate::keys::FOOTER_MAGIC);
         }

@@ -41,6 +41,10 @@
 //! modulo the filter's bits for `i < k` (Kirsch and Mitzenmacher's double
 //! hashing), `h1` and `h2` the hash's low and high halves.
 //!
+//! The file's filter has a layout of its own, its bits in checksummed
+//! blocks read as a query needs them ([`encode_file_record`],
+//! [`FileFilter`]).
+//!
 //! A chunk holding a packet whose keys cannot all be read (an IP header
 //! cut short, a link layer the walk does not know, SCTP's ports) has no
 //! filter: every query reads it.
@@ -291,6 +295,14 @@ impl ChunkKeys {
 
 /// The number a file's filter has in place of a chunk's.
 pub const FILE_RECORD: u64 = u64::MAX;
+/// The file's filter is checked in blocks of this many bytes, each with a
+/// checksum of its own, so that a query reads the blocks its keys fall in
+/// and not the whole filter: a 55 MB file's filter is about 270 KB, and
+/// reading and checking it whole was most of a host query over the files
+/// it ruled out (bench/archive.md).
+pub const FILE_BLOCK: usize = 4096;
+/// The filter layout of the file's filter: bits in checksummed blocks.
+pub const LAYOUT_BLOCKED: u8 = 2;
 /// The sidecar's last 16 bytes once the writer closed it with a file
 /// filter: the record's offset, then this.
 pub const FOOTER_MAGIC: [u8; 8] = *b"KKEYFILE";
@@ -464,7 +476,9 @@ impl KeyQuery {
 pub const EXTENSION: &str = "kkeys";
 /// The sidecar's magic and layout version.
 pub const MAGIC: [u8; 4] = *b"KKEY";
-pub const VERSION: u16 = 1;
+/// Version 2 keeps the file's filter in checksummed blocks
+/// ([`FILE_BLOCK`]); version 1 checked it whole.
+pub const VERSION: u16 = 2;
 /// The sidecar's header: magic, version, 2 bytes reserved.
 pub const FILE_HEADER_LEN: usize = 8;
 /// A record's header: its checksum, the filter's length, the chunk's
@@ -503,6 +517,194 @@ pub fn encode_record(out: &mut Vec<u8>, chunk: u64, chunk_crc: u32, f: &KeyFilte
     f.encode(out);
     let sum = crate::index::chunk_checksum(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Encodes the file's filter `f`, bound to its seek index by `digest`
+/// ([`chunks_digest`]): the record header (its checksum covering the
+/// header, the filter's header and the block table, not the bits), the
+/// filter's header (layout [`LAYOUT_BLOCKED`]), one checksum for each
+/// [`FILE_BLOCK`] bytes of bits, then the bits.
+pub fn encode_file_record(out: &mut Vec<u8>, digest: u32, f: &KeyFilter) {
+    let bytes = f.words.len() * 8;
+    let blocks = bytes.div_ceil(FILE_BLOCK);
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&((HEADER_LEN + 4 * blocks + bytes) as u32).to_le_bytes());
+    out.extend_from_slice(&FILE_RECORD.to_le_bytes());
+    out.extend_from_slice(&digest.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&[0, 0, 0, 0, LAYOUT_BLOCKED, f.hashes as u8, f.log2, 0]);
+    let table = out.len();
+    out.resize(table + 4 * blocks, 0);
+    let bits = out.len();
+    for w in &f.words {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    for i in 0..blocks {
+        let end = (bits + (i + 1) * FILE_BLOCK).min(out.len());
+        let sum = crate::index::chunk_checksum(&out[bits + i * FILE_BLOCK..end]);
+        out[table + 4 * i..table + 4 * i + 4].copy_from_slice(&sum.to_le_bytes());
+    }
+    let sum = crate::index::chunk_checksum(&out[start + 4..bits]);
+    out[start..start + 4].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Bytes that can be read at an offset: a sidecar file, or its bytes in
+/// memory (tests, the fuzz target).
+pub trait ReadAt {
+    /// Fills `buf` from byte `at`; an error where the bytes are not all
+    /// there.
+    fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()>;
+}
+
+impl ReadAt for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, at)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+        let src = usize::try_from(at)
+            .ok()
+            .and_then(|a| self.get(a..a.checked_add(buf.len())?))
+            .ok_or(std::io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// The file's filter as its record's header and block table describe it,
+/// its bits read a block at a time as keys are asked of it
+/// ([`FileFilter::may_contain`]), each block checked against its checksum.
+#[derive(Debug)]
+pub struct FileFilter<'s, S: ReadAt + ?Sized> {
+    source: &'s S,
+    /// The digest of the seek index the filter was made with.
+    pub digest: u32,
+    /// Where the record starts: the chunks' records end there.
+    pub record_at: u64,
+    hashes: u32,
+    log2: u8,
+    /// Where the bits start in the source, and each block's checksum.
+    bits_at: u64,
+    sums: Vec<u32>,
+    /// The blocks read so far: their number and bytes, `None` for a block
+    /// that could not be read or failed its checksum.
+    blocks: std::cell::RefCell<Vec<(usize, Option<Vec<u8>>)>>,
+    /// A block was damaged (its keys were taken as present).
+    pub damaged: std::cell::Cell<bool>,
+}
+
+/// What is wrong with a file filter's record, as an error.
+fn bad_file_record(what: &str) -> Error {
+    Error::Format {
+        offset: 0,
+        what: format!("key index: the file's filter: {what}"),
+    }
+}
+
+impl<'s, S: ReadAt + ?Sized> FileFilter<'s, S> {
+    /// The file's filter of the sidecar `source` (`len` bytes), found by
+    /// its footer; `Ok(None)` when the sidecar has none (a writer that did
+    /// not close it, or a file with too many keys). Reads the footer, the
+    /// record's header and the block table, and checks them.
+    pub fn open(source: &'s S, len: u64) -> Result<Option<FileFilter<'s, S>>> {
+        let mut foot = [0u8; FOOTER_LEN];
+        let Some(foot_at) = len.checked_sub(FOOTER_LEN as u64) else {
+            return Ok(None);
+        };
+        if source.read_at(&mut foot, foot_at).is_err() || foot[8..] != FOOTER_MAGIC {
+            return Ok(None);
+        }
+        let at = u64::from_le_bytes([
+            foot[0], foot[1], foot[2], foot[3], foot[4], foot[5], foot[6], foot[7],
+        ]);
+        let head_len = (RECORD_HEADER_LEN + HEADER_LEN) as u64;
+        if at < FILE_HEADER_LEN as u64 || at.saturating_add(head_len) > foot_at {
+            return Err(bad_file_record(&format!("its footer points to byte {at}")));
+        }
+        let mut head = [0u8; RECORD_HEADER_LEN + HEADER_LEN];
+        source
+            .read_at(&mut head, at)
+            .map_err(|e| bad_file_record(&e.to_string()))?;
+        let u32_at =
+            |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+        let (layout, hashes, log2) = (head[28], u32::from(head[29]), head[30]);
+        if head[8..16] != FILE_RECORD.to_le_bytes() || layout != LAYOUT_BLOCKED {
+            return Err(bad_file_record(&format!(
+                "chunk field {:02x?}, layout {layout}",
+                &head[8..16]
+            )));
+        }
+        if !(1..=16).contains(&hashes) || !(MIN_LOG2..=MAX_LOG2).contains(&log2) {
+            return Err(bad_file_record(&format!("{hashes} hashes, 2^{log2} bits")));
+        }
+        let bytes = (1usize << log2) / 8;
+        let blocks = bytes.div_ceil(FILE_BLOCK);
+        let body = HEADER_LEN + 4 * blocks + bytes;
+        if u32_at(4) as usize != body || at + (RECORD_HEADER_LEN + body) as u64 != foot_at {
+            return Err(bad_file_record(&format!(
+                "{} bytes for 2^{log2} bits",
+                u32_at(4)
+            )));
+        }
+        let mut covered = head[4..].to_vec();
+        covered.resize(head.len() - 4 + 4 * blocks, 0);
+        source
+            .read_at(&mut covered[head.len() - 4..], at + head_len)
+            .map_err(|e| bad_file_record(&e.to_string()))?;
+        if crate::index::chunk_checksum(&covered) != u32_at(0) {
+            return Err(bad_file_record("fails its checksum"));
+        }
+        let sums = covered[head.len() - 4..]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok(Some(FileFilter {
+            source,
+            digest: u32_at(16),
+            record_at: at,
+            hashes,
+            log2,
+            bits_at: at + head_len + 4 * blocks as u64,
+            sums,
+            blocks: std::cell::RefCell::new(Vec::new()),
+            damaged: std::cell::Cell::new(false),
+        }))
+    }
+
+    /// Whether the file may have key `h`; a key whose bits lie in a damaged
+    /// block may (and [`FileFilter::damaged`] says so).
+    pub fn may_contain(&self, h: u64) -> bool {
+        let mask = ((1u64 << self.log2) - 1) as u32;
+        positions(h, self.hashes, mask).all(|b| self.bit(b))
+    }
+
+    fn bit(&self, b: u32) -> bool {
+        let byte = (b >> 3) as usize;
+        let (block, within) = (byte / FILE_BLOCK, byte % FILE_BLOCK);
+        let mut blocks = self.blocks.borrow_mut();
+        let i = match blocks.iter().position(|(n, _)| *n == block) {
+            Some(i) => i,
+            None => {
+                let total = (1usize << self.log2) / 8;
+                let mut buf = vec![0u8; (total - block * FILE_BLOCK).min(FILE_BLOCK)];
+                let at = self.bits_at + (block * FILE_BLOCK) as u64;
+                let good = self.source.read_at(&mut buf, at).is_ok()
+                    && crate::index::chunk_checksum(&buf) == self.sums[block];
+                blocks.push((block, good.then_some(buf)));
+                blocks.len() - 1
+            }
+        };
+        match &blocks[i].1 {
+            Some(bytes) => bytes[within] & (1 << (b & 7)) != 0,
+            None => {
+                self.damaged.set(true);
+                true
+            }
+        }
+    }
 }
 
 /// A filter as it lies in a sidecar's bytes, read where it is.
@@ -619,6 +821,16 @@ impl<'a> Iterator for KeyRecords<'a> {
             self.at = bytes.len();
             return None;
         };
+        if h[8..16] == FILE_RECORD.to_le_bytes() {
+            // The file's filter, last: checked as a query reads it.
+            self.at = bytes.len();
+            match FileFilter::open(bytes, bytes.len() as u64) {
+                Ok(Some(_)) => {}
+                Ok(None) => self.torn = true,
+                Err(e) => self.problem = Some(format!("the record at byte {at}: {e}")),
+            }
+            return None;
+        }
         let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
         let len = u32_at(4) as usize;
         let Some(body) = bytes.get(at + 4..at + RECORD_HEADER_LEN + len) else {
@@ -668,30 +880,6 @@ thread_local! {
     static SIDECAR: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Reads the record of the file filter at the end of the sidecar `f`
-/// (`len` bytes) into `buf`, if the writer closed it with one.
-fn file_record(mut f: &std::fs::File, len: u64, buf: &mut Vec<u8>) -> Option<()> {
-    use std::io::{Read, Seek, SeekFrom};
-    use std::os::unix::fs::FileExt;
-    let mut foot = [0u8; FOOTER_LEN];
-    let foot_at = len.checked_sub(FOOTER_LEN as u64)?;
-    f.read_exact_at(&mut foot, foot_at).ok()?;
-    if foot[8..] != FOOTER_MAGIC {
-        return None;
-    }
-    let at = u64::from_le_bytes(foot[..8].try_into().ok()?);
-    let rec_len = foot_at.checked_sub(at)?;
-    if at < FILE_HEADER_LEN as u64 || rec_len > 64 << 20 {
-        return None;
-    }
-    // Read into memory kept from file to file, not zeroed first.
-    buf.clear();
-    f.seek(SeekFrom::Start(at)).ok()?;
-    f.take(rec_len).read_to_end(buf).ok()?;
-    f.seek(SeekFrom::Start(0)).ok()?;
-    (buf.len() as u64 == rec_len).then_some(())
-}
-
 /// The chunks of the trace at `trace`, whose seek index entries' chunk
 /// checksums are `crcs` (`None` for a chunk no filter may rule out) and
 /// whose entries' digest is `digest` ([`chunks_digest`]), that `query`
@@ -721,21 +909,26 @@ pub fn select(
             return sel;
         }
     };
-    let ruled_out = SIDECAR.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        file_record(&file, len, &mut buf)?;
-        let mut recs = KeyRecords {
-            bytes: &buf,
-            at: 0,
-            problem: None,
-            torn: false,
-        };
-        let r = recs
-            .next()
-            .filter(|r| r.chunk == FILE_RECORD && r.chunk_crc == digest)?;
-        Some(!query.may_match_with(&|h| r.filter.may_contain(h)))
-    });
-    if ruled_out == Some(true) {
+    let file_filter = FileFilter::open(&file, len);
+    let (ruled_out, chunks_end) = match &file_filter {
+        Ok(Some(f)) if f.digest == digest => {
+            let out = !query.may_match_with(&|h| f.may_contain(h));
+            if f.damaged.get() {
+                sel.problem = Some(format!(
+                    "{}: a block of the file's filter is damaged",
+                    path.display()
+                ));
+            }
+            (out, f.record_at)
+        }
+        Ok(Some(f)) => (false, f.record_at),
+        Ok(None) => (false, len),
+        Err(e) => {
+            sel.problem = Some(format!("{}: {e}", path.display()));
+            (false, len)
+        }
+    };
+    if ruled_out {
         for (m, c) in sel.may_match.iter_mut().zip(crcs) {
             *m = c.is_none();
         }
@@ -748,7 +941,7 @@ pub fn select(
         buf.clear();
         let read = {
             use std::io::Read;
-            file.read_to_end(&mut buf)
+            (&mut file).take(chunks_end).read_to_end(&mut buf)
         };
         if let Err(e) = read {
             sel.problem = Some(format!("{}: {e}", path.display()));
@@ -771,7 +964,7 @@ pub fn select(
             sel.ruled_out += u64::from(!m);
             sel.without_filter -= 1;
         }
-        sel.problem = recs.problem.or_else(|| {
+        sel.problem = recs.problem.or(sel.problem.take()).or_else(|| {
             (stale > 0).then(|| format!("{stale} filters made of other chunks than the trace's"))
         });
     });
@@ -875,6 +1068,59 @@ mod tests {
         v9.extend_from_slice(&[9, 0, 0, 0]);
         assert!(records(&v9).problem.unwrap().contains("version 9"));
         assert!(records(b"").problem.is_some());
+    }
+
+    #[test]
+    fn the_file_filter_is_read_and_checked_by_the_blocks_a_query_needs() {
+        // 2^17 bits: four blocks.
+        let keys: Vec<u64> = (0..8000).map(key_v4).collect();
+        let f = KeyFilter::build(&keys, 16, FILE_HASHES, MAX_LOG2);
+        assert_eq!(f.log2, 17);
+        let mut b = file_header().to_vec();
+        encode_record(&mut b, 0, 11, &filter_of(&[key_v4(1)], 4096));
+        let at = b.len() as u64;
+        encode_file_record(&mut b, 77, &f);
+        b.extend_from_slice(&at.to_le_bytes());
+        b.extend_from_slice(&FOOTER_MAGIC);
+        let len = b.len() as u64;
+        let ff = FileFilter::open(&b[..], len).unwrap().unwrap();
+        assert_eq!((ff.digest, ff.record_at), (77, at));
+        assert!(keys.iter().all(|&k| ff.may_contain(k)));
+        let absent = (10_000..20_000)
+            .filter(|&a| !ff.may_contain(key_v4(a)))
+            .count();
+        assert!(absent > 9_000, "{absent}");
+        // One key asks for at most two blocks.
+        let one = FileFilter::open(&b[..], len).unwrap().unwrap();
+        one.may_contain(key_v4(5));
+        assert!((1..=2).contains(&one.blocks.borrow().len()));
+        // The chunks' records end where the file's begins.
+        let mut r = records(&b);
+        assert_eq!(r.by_ref().map(|r| r.chunk).collect::<Vec<_>>(), [0]);
+        assert!(r.problem.is_none() && !r.torn);
+        // A flipped bit in the bits: the keys of its block read as present,
+        // and the filter says it is damaged; elsewhere still absent.
+        let bits_at = at as usize + RECORD_HEADER_LEN + HEADER_LEN + 4 * 4;
+        let mut d = b.clone();
+        d[bits_at + FILE_BLOCK + 7] ^= 0x10;
+        let ff = FileFilter::open(&d[..], len).unwrap().unwrap();
+        assert!(keys.iter().all(|&k| ff.may_contain(k)));
+        assert!(ff.damaged.get());
+        assert!((10_000..20_000).any(|a| !ff.may_contain(key_v4(a))));
+        // A flipped byte in the header or the block table: refused.
+        for i in at as usize..bits_at {
+            let mut d = b.clone();
+            d[i] ^= 0x04;
+            assert!(FileFilter::open(&d[..], len).is_err(), "byte {i}");
+            let mut r = records(&d);
+            assert_eq!(r.by_ref().count(), 1, "byte {i}");
+            assert!(r.problem.is_some(), "byte {i}");
+        }
+        // Cut anywhere: no file filter, or an error; never a panic.
+        for cut in 0..b.len() {
+            let r = FileFilter::open(&b[..cut], cut as u64);
+            assert!(!matches!(r, Ok(Some(_))), "cut at {cut}");
+        }
     }
 
     #[test]
