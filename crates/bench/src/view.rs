@@ -275,6 +275,7 @@ pub(crate) fn time_view(
     let server = std::thread::spawn(move || {
         webview::serve(
             src,
+            None,
             "127.0.0.1:0".parse().expect("an address"),
             stop,
             |addr| {

@@ -752,15 +752,32 @@ pub fn split_read(data: &[u8]) -> Option<bool> {
 
 /// `kansoku web`'s request handling on arbitrary request targets: the
 /// first line of the input is the path, the rest the query string, both
-/// as hyper hands them over (text). Every answer is a page, a view, or
-/// 400/404/405 with a JSON error; never a panic, never a 500.
+/// as hyper hands them over (text). Every answer is a page, a view, an
+/// aggregate's packets, or 400/404/405 with a JSON error; never a panic,
+/// never a 500; an aggregate's expression always compiles.
 pub fn web_request(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     let (path, query) = text.split_once('\n').unwrap_or((text, ""));
     let src = web_source();
-    let a = webview::server::route(src, &webview::server::Method::GET, path, Some(query));
+    // The archive of an aggregate's packets: every expression the route
+    // builds from a label it accepted must be one libpcap compiles.
+    let archive: webview::Archive = std::sync::Arc::new(|x: &webview::Extraction| {
+        let e = pipeline::expression::Expression::new(&x.expression);
+        if let Some(e) = e {
+            let compiled = e.compile(wire::LinkType::Ethernet, 65535, false);
+            assert!(compiled.is_ok(), "{:?}: {compiled:?}", x.expression);
+        }
+        Ok(webview::Extract::default())
+    });
+    let a = webview::server::route(
+        src,
+        Some(&archive),
+        &webview::server::Method::GET,
+        path,
+        Some(query),
+    );
     let code = a.status().as_u16();
     assert!(
         matches!(code, 200 | 400 | 404),

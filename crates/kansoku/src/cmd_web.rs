@@ -4,12 +4,10 @@
 
 use std::sync::Arc;
 
-use pipeline::{display_path, Error, Report};
+use pipeline::{display_path, extract, signals, sink::fleet, Error, Report};
 use webview::{serve, DataSource, DirSource};
 
 use crate::args::WebArgs;
-use pipeline::signals;
-use pipeline::sink::fleet;
 
 pub fn run(args: &WebArgs) -> pipeline::Result<Report> {
     let (src, what): (Arc<dyn DataSource>, String) = match (&args.dir, &args.store) {
@@ -27,7 +25,16 @@ pub fn run(args: &WebArgs) -> pipeline::Result<Report> {
         }
         (None, None) => return Err(Error::usage("give a directory of summaries or --store URL")),
     };
-    serve(src, args.listen, signals::stop_flag(), |addr| {
+    let archive = args.traces.clone().map(|dir| -> webview::Archive {
+        Arc::new(move |x: &webview::Extraction| {
+            let (since, until, e) = (x.since_ns, x.until_ns, &x.expression);
+            let extract::Extracted {
+                pcap, packets, cut, ..
+            } = extract::pcap_between(&dir, since, until, e, x.limit)?;
+            Ok(webview::Extract { pcap, packets, cut })
+        })
+    });
+    serve(src, archive, args.listen, signals::stop_flag(), |addr| {
         // The address line is the one a script waits for.
         eprintln!("kansoku web: serving {what} on http://{addr}/");
     })

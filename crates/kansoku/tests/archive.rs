@@ -9,6 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use aguri::KeyKind;
 use common::*;
 
 /// An archive of 40,000 frames of 400 flows at a time, random v4 and v6
@@ -63,6 +64,20 @@ fn packets(dump: &str) -> Vec<String> {
     }
     v.sort();
     v
+}
+
+/// Plain pcapng copies of `files`, without index, in `root/plain`.
+fn plain_copies(root: &Path, files: &[PathBuf]) -> Vec<PathBuf> {
+    let plain_dir = root.join("plain");
+    std::fs::create_dir(&plain_dir).unwrap();
+    let mut plain = Vec::new();
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy();
+        let to = plain_dir.join(format!("{name}.plain.pcapng"));
+        run_ok(&["read", "-r", p(f), "-w", p(&to), "--no-index"]);
+        plain.push(to);
+    }
+    plain
 }
 
 /// What tcpdump finds for `expr` in the plain copies in `plain`.
@@ -120,15 +135,7 @@ fn queries_find_what_tcpdump_finds_in_plain_copies() {
     let dir = archive(root.path());
     let files = traces(&dir);
     assert!(files.len() >= 15, "{files:?}");
-    let plain_dir = root.path().join("plain");
-    std::fs::create_dir(&plain_dir).unwrap();
-    let mut plain = Vec::new();
-    for f in &files {
-        let name = f.file_name().unwrap().to_string_lossy();
-        let to = plain_dir.join(format!("{name}.plain.pcapng"));
-        run_ok(&["read", "-r", p(f), "-w", p(&to), "--no-index"]);
-        plain.push(to);
-    }
+    let plain = plain_copies(root.path(), &files);
     let middle = &files[files.len() / 2];
     let (v4, port) = endpoint(middle, 100, false);
     let (v4b, _) = endpoint(middle, 300, false);
@@ -352,4 +359,135 @@ fn a_file_being_written_is_queried_up_to_its_last_whole_chunk() {
     assert!(writer.wait().unwrap().success());
     let (got, said) = kansoku_finds(&growing, "udp", root.path());
     assert!(!got.is_empty() && !said.contains("never closed"), "{said}");
+}
+
+/// The web view's drill-down: `kansoku web SUMMARIES --traces ARCHIVE`
+/// answers "the packets of this aggregate in this range" with a pcap file
+/// holding what tcpdump finds in plain copies with the same expression in
+/// that range, and as many packets as the summaries counted under the
+/// label (the aggregate and the aggregates shown inside it).
+#[test]
+fn the_web_view_gives_an_aggregates_packets_in_its_range() {
+    if !testkit::require_tool("tcpdump") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = archive(root.path());
+    let plain = plain_copies(root.path(), &traces(&dir));
+    let sums = root.path().join("summaries");
+    std::fs::create_dir(&sums).unwrap();
+    run_ok(&[
+        "profile",
+        "-r",
+        p(&dir),
+        "-i",
+        "1",
+        "-w",
+        &format!("{}/", p(&sums)),
+    ]);
+    let srv = web_server(&[p(&sums), "--traces", p(&dir)]);
+    let get = |target: &str| http(srv.addr, "GET", target.as_bytes());
+    let (status, _, body) = get("/api/v1/catalog");
+    assert_eq!(status, 200);
+    let cat: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(cat["traces"], true, "{cat}");
+
+    // The synthetic traffic's first second (2026-01-01 00:00:00 UTC), and
+    // both of its seconds.
+    let t0 = 1_767_225_600u64;
+    let mut checked = 0;
+    for (view, to) in [("src", t0 + 1), ("dst", t0 + 2), ("dport", t0 + 1)] {
+        let q = format!("view={view}&from={t0}&to={to}&threshold=5");
+        let (status, _, body) = get(&format!("/api/v1/view?{q}"));
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let aggs: Vec<(String, u64)> = v["aggregates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["catch_all"] == false)
+            .map(|a| {
+                (
+                    a["label"].as_str().unwrap().to_string(),
+                    a["total"]["packets"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert!(aggs.len() >= 2, "{view}: {aggs:?}");
+        let kind = if view == "dport" {
+            KeyKind::Port
+        } else {
+            KeyKind::Address
+        };
+        for (label, _) in aggs.iter().take(3) {
+            let enc = label.replace(':', "%3A").replace('/', "%2F");
+            let (status, head, pcap) = get(&format!("/api/v1/packets?{q}&drill={enc}"));
+            assert_eq!(status, 200, "{label}: {}", String::from_utf8_lossy(&pcap));
+            let header = |name: &str| {
+                head.lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let expr = header("x-kansoku-expression");
+            assert!(!expr.is_empty(), "{label}: {head}");
+            assert!(header("x-kansoku-cut").is_empty(), "{label}: {head}");
+            let file = root.path().join("aggregate.pcap");
+            std::fs::write(&file, &pcap).unwrap();
+            let got = packets(&tcpdump_dump(&file));
+            let in_range = |pk: &String| {
+                let sec: u64 = pk.split('.').next().unwrap().parse().unwrap();
+                (t0..to).contains(&sec)
+            };
+            let want: Vec<String> = tcpdump_finds(&plain, &expr, root.path())
+                .into_iter()
+                .filter(in_range)
+                .collect();
+            assert!(
+                got == want,
+                "{label} ({expr}): {} packets, tcpdump {}",
+                got.len(),
+                want.len()
+            );
+            assert_eq!(header("x-kansoku-packets"), got.len().to_string());
+            // What the summaries counted under the label.
+            let outer = aguri::Prefix::parse(kind, label).unwrap();
+            let counted: u64 = aggs
+                .iter()
+                .filter(|(l, _)| outer.contains(&aguri::Prefix::parse(kind, l).unwrap()))
+                .map(|(_, n)| n)
+                .sum();
+            assert_eq!(got.len() as u64, counted, "{label} ({expr})");
+            assert!(!got.is_empty(), "{label}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6);
+    // Without a label or a range, or a label no packet has: 400.
+    for bad in [
+        "/api/v1/packets?view=src&from=1&to=2".to_string(),
+        format!("/api/v1/packets?view=src&drill=10.0.0.1&from={t0}"),
+        format!(
+            "/api/v1/packets?view=dport&drill=4%3A47%3A80&from={t0}&to={}",
+            t0 + 1
+        ),
+        format!(
+            "/api/v1/packets?view=src&drill=10.0.0.1%3Bx&from={t0}&to={}",
+            t0 + 1
+        ),
+    ] {
+        assert_eq!(get(&bad).0, 400, "{bad}");
+    }
+    // A server without traces says so.
+    let plain_srv = web_server(&[p(&sums)]);
+    let (status, _, _) = http(
+        plain_srv.addr,
+        "GET",
+        format!(
+            "/api/v1/packets?view=src&drill=10.0.0.1&from={t0}&to={}",
+            t0 + 1
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status, 404);
 }

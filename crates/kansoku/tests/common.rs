@@ -222,3 +222,74 @@ pub fn tcpdump_dump(path: &Path) -> String {
     assert!(out.status.success(), "tcpdump -r {}", path.display());
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A `kansoku web`, killed and waited for when dropped (a failing test
+/// leaves none behind).
+pub struct WebServer {
+    pub child: std::process::Child,
+    pub addr: std::net::SocketAddr,
+    /// What it printed before serving.
+    pub log: String,
+}
+
+impl Drop for WebServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `kansoku web ARGS --listen 127.0.0.1:0`, once it serves.
+pub fn web_server(args: &[&str]) -> WebServer {
+    use std::io::BufRead;
+    let child = kansoku()
+        .arg("web")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start kansoku web");
+    // Owned by the WebServer at once: dropped on any panic.
+    let mut srv = WebServer {
+        child,
+        addr: "127.0.0.1:0".parse().unwrap(),
+        log: String::new(),
+    };
+    let mut err = std::io::BufReader::new(srv.child.stderr.take().unwrap());
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            panic!("kansoku web ended: {}", srv.log);
+        }
+        srv.log.push_str(&line);
+        if let Some(rest) = line.split("on http://").nth(1) {
+            srv.addr = rest.trim().trim_end_matches('/').parse().unwrap();
+            // Drain the rest so the server never blocks on its stderr.
+            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+            return srv;
+        }
+    }
+}
+
+/// (status, head, body) of a raw HTTP/1.1 request for `target`.
+pub fn http(addr: std::net::SocketAddr, method: &str, target: &[u8]) -> (u16, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut req = Vec::new();
+    req.extend_from_slice(method.as_bytes());
+    req.push(b' ');
+    req.extend_from_slice(target);
+    req.extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    s.write_all(&req).unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let head_end = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head, buf[head_end + 4..].to_vec())
+}

@@ -5,14 +5,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use aguri::{FlowKey, Metric, ProfilerConfig, Summary};
-use common::kansoku;
+use common::{http, web_server, WebServer};
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
@@ -101,67 +100,14 @@ fn write_dir(dir: &Path, sums: &[Summary]) {
     }
 }
 
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    /// What it printed before serving.
-    log: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(dir: &Path) -> Server {
-    let child = kansoku()
-        .args(["web", common::p(dir), "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kansoku web");
-    // Owned by the Server at once: dropped (killed and waited for) on any panic.
-    let mut srv = Server {
-        child,
-        addr: "127.0.0.1:0".parse().unwrap(),
-        log: String::new(),
-    };
-    let mut err = BufReader::new(srv.child.stderr.take().unwrap());
-    loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap() == 0 {
-            panic!("kansoku web ended: {}", srv.log);
-        }
-        srv.log.push_str(&line);
-        if let Some(rest) = line.split("on http://").nth(1) {
-            srv.addr = rest.trim().trim_end_matches('/').parse().unwrap();
-            // Drain the rest so the server never blocks on its stderr.
-            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-            return srv;
-        }
-    }
+fn start(dir: &Path) -> WebServer {
+    web_server(&[common::p(dir)])
 }
 
 /// (status, body) of a raw request line.
 fn request(addr: SocketAddr, method: &str, target: &[u8]) -> (u16, Vec<u8>) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut req = Vec::new();
-    req.extend_from_slice(method.as_bytes());
-    req.push(b' ');
-    req.extend_from_slice(target);
-    req.extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    s.write_all(&req).unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).unwrap();
-    let head_end = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("an HTTP answer");
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, buf[head_end + 4..].to_vec())
+    let (status, _, body) = http(addr, method, target);
+    (status, body)
 }
 
 fn get_json(addr: SocketAddr, target: &str) -> Value {

@@ -27,6 +27,7 @@ pub mod chain;
 pub mod cli;
 pub mod error;
 pub mod expression;
+pub mod extract;
 pub mod packet;
 pub mod progress;
 pub mod query;

@@ -323,6 +323,20 @@ function renderTable(d, palette) {
     cell(tr, pct(a.total.packets, d.within.packets));
     cell(tr, si(a.total.bytes * 8 / span));
     cell(tr, si(a.total.packets / span));
+    const pcap = cell(tr, "");
+    if (traces && !a.catch_all) {
+      // The aggregate's packets in the range drawn, from the traces on the
+      // server's host: the server builds the expression from the label.
+      const link = document.createElement("a");
+      link.textContent = "pcap";
+      link.className = "pcap";
+      link.title = "the packets of " + a.label + " in this range, from the traces";
+      link.href = "/api/v1/packets?" + new URLSearchParams({
+        view: d.view, from: String(d.from), to: String(d.to), drill: a.label,
+      }).toString();
+      link.download = "";
+      pcap.appendChild(link);
+    }
     body.appendChild(tr);
   }
   const tr = document.createElement("tr");
@@ -334,6 +348,7 @@ function renderTable(d, palette) {
   cell(tr, "100.00");
   cell(tr, si(d.within.bytes * 8 / span));
   cell(tr, si(d.within.packets / span));
+  cell(tr, "");
   tr.id = "within";
   foot.appendChild(tr);
 }
@@ -372,12 +387,19 @@ function render(d) {
   renderCrumbs(d);
 }
 
+// Whether the server has traces to offer each aggregate's packets from.
+let traces = false;
+
 async function loadCatalog() {
   try {
     const r = await fetch("/api/v1/catalog", { cache: "no-store" });
     const c = await r.json();
     if (r.ok) {
       document.getElementById("source").textContent = c.source;
+      if (c.traces && !traces) {
+        traces = true;
+        if (current) render(current);
+      }
       if (c.probes.length > 0) {
         const sel = document.getElementById("probe");
         for (const p of c.probes) {

@@ -19,9 +19,10 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 
+use crate::packets::{expression, Archive, Extraction, MAX_PCAP};
 use crate::params::{BadRequest, Params};
 use crate::view::{answer, Query, ViewError};
-use crate::DataSource;
+use crate::{Catalog, DataSource};
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
@@ -69,8 +70,88 @@ fn bad(e: &BadRequest) -> Answer {
     error(StatusCode::BAD_REQUEST, &e.0)
 }
 
+/// The catalog, and whether the page may offer an aggregate's packets.
+#[derive(Serialize)]
+struct CatalogAnswer<'a> {
+    #[serde(flatten)]
+    catalog: &'a Catalog,
+    traces: bool,
+}
+
+/// `/api/v1/packets`: the packets of the aggregate `drill` of `view` in
+/// `[from, to)`, as a pcap file out of the archive of traces.
+fn packets(archive: Option<&Archive>, params: &Params) -> Answer {
+    let Some(archive) = archive else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no archive of traces here (kansoku web --traces DIR)",
+        );
+    };
+    let q = match Query::from_params(params) {
+        Ok(q) => q,
+        Err(e) => return bad(&e),
+    };
+    let (Some(drill), Some(from), Some(to)) = (q.drill, q.from, q.to) else {
+        return bad(&BadRequest::new(
+            "drill, from and to: the aggregate's label and its range",
+        ));
+    };
+    let Some(expression) = expression(q.view, &drill, q.drill_dst.as_ref()) else {
+        return bad(&BadRequest::new("drill: no packet has this label"));
+    };
+    // One extraction at a time: the others' views stay answered.
+    static EXTRACTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = match EXTRACTING.try_lock() {
+        Ok(g) => g,
+        // An extraction that failed on the way holds nothing to protect.
+        Err(std::sync::TryLockError::Poisoned(g)) => g.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "another extraction is running: try again when it ends",
+            )
+        }
+    };
+    let x = Extraction {
+        expression,
+        since_ns: from * 1_000_000_000,
+        until_ns: to * 1_000_000_000,
+        limit: MAX_PCAP,
+    };
+    let got = match archive(&x) {
+        Ok(got) => got,
+        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, &e),
+    };
+    let mut r = respond(StatusCode::OK, "application/vnd.tcpdump.pcap", got.pcap);
+    let h = r.headers_mut();
+    let name = format!(
+        "attachment; filename=\"kansoku-{}-{from}-{to}.pcap\"",
+        q.view.name()
+    );
+    let said = [
+        ("content-disposition", name),
+        ("x-kansoku-expression", x.expression),
+        ("x-kansoku-packets", got.packets.to_string()),
+        ("x-kansoku-cut", got.cut.unwrap_or_default()),
+    ];
+    for (k, v) in said {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            if !v.is_empty() {
+                h.insert(k, v);
+            }
+        }
+    }
+    r
+}
+
 /// The answer to one request.
-pub fn route(src: &dyn DataSource, method: &Method, path: &str, query: Option<&str>) -> Answer {
+pub fn route(
+    src: &dyn DataSource,
+    archive: Option<&Archive>,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> Answer {
     if method != Method::GET && method != Method::HEAD {
         let mut r = error(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD");
         r.headers_mut()
@@ -92,7 +173,13 @@ pub fn route(src: &dyn DataSource, method: &Method, path: &str, query: Option<&s
         "/api/v1/catalog" => match params.only(&[]) {
             Err(e) => bad(&e),
             Ok(()) => match src.catalog() {
-                Ok(c) => json(StatusCode::OK, &c),
+                Ok(c) => json(
+                    StatusCode::OK,
+                    &CatalogAnswer {
+                        catalog: &c,
+                        traces: archive.is_some(),
+                    },
+                ),
                 Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &e.0),
             },
         },
@@ -111,20 +198,26 @@ pub fn route(src: &dyn DataSource, method: &Method, path: &str, query: Option<&s
                 Err(ViewError::Source(e)) => error(StatusCode::SERVICE_UNAVAILABLE, &e.0),
             }
         }
+        "/api/v1/packets" => packets(archive, &params),
         _ => error(StatusCode::NOT_FOUND, "no such page"),
     }
 }
 
-async fn handle(src: Arc<dyn DataSource>, req: Request<Incoming>) -> Result<Answer, Infallible> {
+async fn handle(
+    src: Arc<dyn DataSource>,
+    archive: Option<Archive>,
+    req: Request<Incoming>,
+) -> Result<Answer, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().map(str::to_string);
     // Views are computed off the I/O threads.
     let head = method == Method::HEAD;
-    let answer =
-        tokio::task::spawn_blocking(move || route(&*src, &method, &path, query.as_deref()))
-            .await
-            .unwrap_or_else(|_| error(StatusCode::SERVICE_UNAVAILABLE, "the view failed"));
+    let answer = tokio::task::spawn_blocking(move || {
+        route(&*src, archive.as_ref(), &method, &path, query.as_deref())
+    })
+    .await
+    .unwrap_or_else(|_| error(StatusCode::SERVICE_UNAVAILABLE, "the view failed"));
     if head {
         let (parts, _) = answer.into_parts();
         return Ok(Response::from_parts(parts, Full::new(Bytes::new())));
@@ -136,6 +229,7 @@ async fn handle(src: Arc<dyn DataSource>, req: Request<Incoming>) -> Result<Answ
 /// address bound (port 0 picks a free one).
 pub fn serve(
     src: Arc<dyn DataSource>,
+    archive: Option<Archive>,
     listen: SocketAddr,
     stop: &'static AtomicBool,
     ready: impl FnOnce(SocketAddr),
@@ -161,9 +255,9 @@ pub fn serve(
                     continue;
                 }
             };
-            let src = src.clone();
+            let (src, archive) = (src.clone(), archive.clone());
             tokio::spawn(async move {
-                let service = service_fn(move |req| handle(src.clone(), req));
+                let service = service_fn(move |req| handle(src.clone(), archive.clone(), req));
                 let _ = http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(Duration::from_secs(10))

@@ -149,6 +149,9 @@ pub struct WebArgs {
     /// Address and port to listen on (loopback unless told otherwise; port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
     pub listen: std::net::SocketAddr,
+    /// The traces on this host (a file or a directory archive): the page offers each aggregate's packets.
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
