@@ -482,10 +482,13 @@ pub fn open_query(
     } else if to_the_end && !closed && index.version >= 2 {
         checks.unclosed.store(true, Ordering::Relaxed);
     }
+    // Zstd decodes every chunk up to the last one needed; the others are
+    // read only where selected.
     let chunks: VecDeque<Chunk> = entries
         .iter()
         .zip(&selected)
         .enumerate()
+        .filter(|(_, (_, s))| index.codec == Codec::Zstd || **s)
         .map(|(n, (e, s))| Chunk {
             n,
             entry: *e,
@@ -525,7 +528,7 @@ pub fn open_query(
             file,
             codec: index.codec,
             lz4_sums,
-            chunks: chunks.into_iter().filter(|c| c.selected).collect(),
+            chunks,
             comp: Vec::new(),
             buf: Vec::new(),
             pos: 0,

@@ -231,6 +231,32 @@ impl std::fmt::Debug for TraceReader {
     }
 }
 
+thread_local! {
+    /// The buffers of readers dropped on this thread, for the next readers:
+    /// a query over a directory opens a reader a file, and fresh memory for
+    /// each cost it page faults and zeroing (bench/archive.md). Only the
+    /// bytes a read filled are ever looked at, so the stale ones do not
+    /// matter.
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Buffers [`SPARE`] keeps at most.
+const SPARE_KEPT: usize = 2;
+
+impl Drop for TraceReader {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        if (INITIAL_BUF..=FULL_BUF).contains(&buf.len()) {
+            let _ = SPARE.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_KEPT {
+                    s.push(buf);
+                }
+            });
+        }
+    }
+}
+
 impl TraceReader {
     /// Opens a trace file (`-` is standard input), detecting the compression
     /// and then the format by their magic numbers.
@@ -314,7 +340,11 @@ impl TraceReader {
         progress: Arc<Progress>,
         head: &[u8],
     ) -> Result<TraceReader> {
-        let mut buf = vec![0u8; INITIAL_BUF];
+        let mut buf = SPARE
+            .try_with(|s| s.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| vec![0u8; INITIAL_BUF]);
         buf[..head.len()].copy_from_slice(head);
         let mut r = TraceReader {
             src,
