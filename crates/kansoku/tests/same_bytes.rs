@@ -3,8 +3,9 @@
 //! and their seek indexes, from synthetic traffic and from converted real
 //! captures. The expected lengths and xxh64 hashes in
 //! `tests/data/golden-writes.txt` were made by the kansoku of commit
-//! fa660aa; a change that is meant to change a format (the trace-integrity
-//! issue) remakes them, on purpose, with
+//! fa660aa (the indexes' since the end entry carries the digest of the
+//! chunks' checksums); a change that is meant to change a format remakes
+//! them, on purpose, with
 //! `KANSOKU_GOLDEN_WRITE=1 KANSOKU_GOLDEN_BIN=path/to/kansoku cargo test -p kansoku --test same_bytes`.
 
 mod common;

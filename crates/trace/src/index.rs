@@ -142,7 +142,9 @@ pub struct IndexEntry {
     /// [`FLAG_RAW`], [`FLAG_METADATA`].
     pub flags: u32,
     /// Checksum of the chunk's decompressed bytes ([`chunk_checksum`]; none
-    /// in a version 1 index).
+    /// in a version 1 index). The end entry's: with a key sidecar, the
+    /// digest of the chunks' checksums that binds the file's filter
+    /// ([`crate::keys::chunks_digest`]); 0 without one.
     pub crc: Option<u32>,
 }
 
@@ -415,8 +417,10 @@ pub struct IndexWriter {
     pending: Vec<u8>,
     /// Entries appended so far: the next entry's chunk number.
     appended: u64,
-    /// The chunk checksums appended so far ([`crate::keys::chunks_digest`]).
-    crcs: Vec<u32>,
+    /// The digest of the chunk checksums appended so far
+    /// ([`crate::keys::chunks_digest`]), kept with a key sidecar: the file's
+    /// filter and the end entry carry it.
+    digest: crate::keys::ChunksDigest,
     /// The key sidecar, its records not yet written, and its length.
     keys: Option<(File, PathBuf, Vec<u8>)>,
     keys_len: u64,
@@ -434,7 +438,7 @@ impl IndexWriter {
             path: path.to_path_buf(),
             pending: Vec::with_capacity(IndexWriter::BATCH * ENTRY_LEN),
             appended: 0,
-            crcs: Vec::new(),
+            digest: crate::keys::ChunksDigest::default(),
             keys: None,
             keys_len: 0,
         })
@@ -484,8 +488,16 @@ impl IndexWriter {
         if let (Some((_, _, pending)), Some(f)) = (self.keys.as_mut(), filter) {
             crate::keys::encode_record(pending, self.appended, e.crc.unwrap_or(0), f);
         }
-        if self.keys.is_some() && !e.is_end() {
-            self.crcs.push(e.crc.unwrap_or(0));
+        let mut e = *e;
+        if self.keys.is_some() {
+            if e.is_end() {
+                // The end entry carries the digest that binds the file's
+                // filter: a query the filter rules out reads this entry,
+                // not every entry's checksum (`window::open_query`).
+                e.crc = Some(self.digest.value());
+            } else {
+                self.digest = self.digest.with(e.crc.unwrap_or(0));
+            }
         }
         self.appended += 1;
         self.pending.extend_from_slice(&e.to_bytes());
@@ -531,7 +543,7 @@ impl IndexWriter {
             return Ok(());
         };
         let at = self.keys_len;
-        let digest = crate::keys::chunks_digest(self.crcs.iter().copied());
+        let digest = self.digest.value();
         if let Some((_, _, pending)) = self.keys.as_mut() {
             crate::keys::encode_file_record(pending, digest, f);
             pending.extend_from_slice(&at.to_le_bytes());

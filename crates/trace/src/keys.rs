@@ -312,11 +312,29 @@ pub const FOOTER_LEN: usize = 16;
 /// chunk checksums (`crcs`, the end entry left out), as the writer
 /// appended them.
 pub fn chunks_digest(crcs: impl Iterator<Item = u32>) -> u32 {
-    let mut d = 0x9e37_79b9u64;
-    for c in crcs {
-        d = mix(d ^ u64::from(c));
+    crcs.fold(ChunksDigest::default(), ChunksDigest::with)
+        .value()
+}
+
+/// [`chunks_digest`] kept as the chunks are appended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunksDigest(u64);
+
+impl Default for ChunksDigest {
+    fn default() -> ChunksDigest {
+        ChunksDigest(0x9e37_79b9)
     }
-    d as u32
+}
+
+impl ChunksDigest {
+    /// The digest with one more chunk checksum.
+    pub fn with(self, crc: u32) -> ChunksDigest {
+        ChunksDigest(mix(self.0 ^ u64::from(crc)))
+    }
+
+    pub fn value(self) -> u32 {
+        self.0 as u32
+    }
 }
 
 /// A chunk's Bloom filter.

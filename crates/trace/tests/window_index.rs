@@ -312,3 +312,59 @@ fn a_bad_chunk_inside_a_run_of_raw_chunks_is_cut_out_and_the_rest_delivered() {
     let end = end.unwrap_or_default();
     assert!(end.contains(&bad.comp_offset.to_string()), "{end}");
 }
+
+/// A UDP packet from 10.0.0.(i % 50 + 1) to 192.0.2.1, port 53.
+fn udp(i: u32) -> Pkt {
+    let mut d = vec![0u8; 12];
+    d.extend_from_slice(&0x0800u16.to_be_bytes());
+    d.extend_from_slice(&[0x45, 0, 0, 60, 0, 0, 0, 0, 64, 17, 0, 0]);
+    d.extend_from_slice(&[10, 0, 0, (i % 50 + 1) as u8, 192, 0, 2, 1]);
+    let sum: u32 = d[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let sum = !(((sum & 0xffff) + (sum >> 16)) as u16);
+    d[24..26].copy_from_slice(&sum.to_be_bytes());
+    d.extend_from_slice(&[0x30, 0x39, 0, 53, 0, 40, 0, 0]);
+    d.extend_from_slice(&[0xab; 32]);
+    Pkt {
+        link: LinkType::Ethernet,
+        ts: T0 + u64::from(i) * 1000,
+        orig_len: d.len() as u32,
+        data: d,
+    }
+}
+
+/// A closed file whose file filter rules a query out is read by its
+/// header chunk alone, through the end entry's digest rather than the
+/// whole seek index; a query it may match reads the chunks that may hold
+/// one; another file's key sidecar in its place is not believed (the
+/// digests differ): the chunks are read and the run says why.
+#[test]
+fn a_file_its_file_filter_rules_out_is_read_by_its_header_alone() {
+    use trace::keys::{key_v4, keys_path, KeyQuery};
+    use trace::window::open_query;
+    let pkts: Vec<Pkt> = (0..3000).map(udp).collect();
+    let absent = KeyQuery::Key(key_v4(0x0a00_0063));
+    let present = KeyQuery::Key(key_v4(0x0a00_0007));
+    for codec in [Codec::Lz4, Codec::Zstd, Codec::Gzip, Codec::None] {
+        let (_dir, path) = small_chunks(codec, &pkts);
+        let (r, ws) = open_query(&path, None, None, &absent, true).unwrap();
+        assert_eq!(read_to_end(r).0.len(), 0, "{codec:?}: {ws:?}");
+        assert_eq!(ws.chunks_decoded, 1, "{codec:?}: {ws:?}");
+        assert!(ws.chunks_skipped_by_keys > 10, "{codec:?}: {ws:?}");
+        assert!(ws.keys_problem.is_none(), "{codec:?}: {ws:?}");
+        let (r, ws) = open_query(&path, None, None, &present, true).unwrap();
+        let got = read_to_end(r).0;
+        let want = pkts.iter().filter(|p| p.data[29] == 7).count();
+        assert_eq!(got.iter().filter(|p| p.data[29] == 7).count(), want);
+        assert!(ws.chunks_decoded > 1, "{codec:?}: {ws:?}");
+        let (_other_dir, other) = small_chunks(codec, &pkts[500..1500]);
+        std::fs::copy(keys_path(&other), keys_path(&path)).unwrap();
+        let (r, ws) = open_query(&path, None, None, &absent, true).unwrap();
+        let (got, cut) = read_to_end(r);
+        assert_eq!((got.len(), cut), (3000, None), "{codec:?}");
+        assert!(ws.chunks_decoded > 10, "{codec:?}: {ws:?}");
+        assert!(ws.keys_problem.is_some(), "{codec:?}: {ws:?}");
+    }
+}
