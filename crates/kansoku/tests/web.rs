@@ -430,7 +430,9 @@ fn a_browser_zooms_and_drills_down_on_the_page() {
     }
     let dir = tempfile::tempdir().unwrap();
     write_dir(dir.path(), &summaries());
-    let srv = start(dir.path());
+    // With traces on the host, the page offers each aggregate's packets.
+    let traces = common::data("veth-arp-frag-dns.pcap");
+    let srv = web_server(&[common::p(dir.path()), "--traces", common::p(&traces)]);
     let shot = dir.path().join("page.png");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web/browser.py");
     let out = Command::new("python3")
@@ -447,6 +449,7 @@ fn a_browser_zooms_and_drills_down_on_the_page() {
     );
     for step in [
         "first load",
+        "pcap links",
         "after the zoom",
         "add up to it",
         "after going back",

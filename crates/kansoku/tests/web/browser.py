@@ -223,6 +223,28 @@ def png_pixels(data):
     return w, h, bpp, out
 
 
+def check_pcap_links(b, base, d):
+    """The server has traces: every aggregate row but "other" offers its
+    packets in the range drawn, and the link answers a pcap file of the
+    aggregate's expression."""
+    links = b.eval("""[...document.querySelectorAll('#table tbody tr:not(.other)')].map(
+        tr => [tr.dataset.label, (tr.querySelector('a.pcap') || {}).href || null])""")
+    if not links or any(href is None for _, href in links):
+        fail("rows without a pcap link: %s" % links[:5])
+    label, href = links[0]
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(href).query)
+    want = {"view": [d["view"]], "from": [str(d["from"])], "to": [str(d["to"])], "drill": [label]}
+    if q != want:
+        fail("the pcap link of %s asks %s, not %s" % (label, q, want))
+    with urllib.request.urlopen(href, timeout=60) as r:
+        kind, expr, body = r.headers["content-type"], r.headers["x-kansoku-expression"], r.read()
+    if kind != "application/vnd.tcpdump.pcap" or body[:4] != b"\x4d\x3c\xb2\xa1":
+        fail("the pcap link of %s answered %s, %r" % (label, kind, body[:8]))
+    if label.split("/")[0] not in (expr or ""):
+        fail("the pcap link of %s selects %r" % (label, expr))
+    print("ok: %d pcap links; %s's is %d bytes of `%s`" % (len(links), label, len(body), expr), flush=True)
+
+
 def main():
     if len(sys.argv) != 3:
         fail(__doc__)
@@ -237,6 +259,7 @@ def main():
         first = check_page_matches_api(b, base, "first load")
         if "from=" not in b.eval("location.search"):
             fail("the URL does not hold the range")
+        check_pcap_links(b, base, first)
 
         # Zoom: drag across the middle of the bytes chart.
         box = b.eval("""(() => { const s = document.getElementById('chart-bytes');
