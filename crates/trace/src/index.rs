@@ -389,6 +389,22 @@ pub fn read_index(path: &Path) -> Result<Index> {
     Ok(index)
 }
 
+/// The entries [`read_index_head`] reads: a trace's metadata chunks (a
+/// pcap file header, a pcapng section's header and interfaces) come
+/// before its first chunk of packets.
+pub const HEAD_ENTRIES: usize = 8;
+
+/// The header and the first [`HEAD_ENTRIES`] entries (fewer in a shorter
+/// index) of the index `f`, for a reader that wants a file's first times
+/// or its metadata chunks, not every entry.
+pub fn read_index_head(f: &File) -> Result<Index> {
+    let mut head = Vec::with_capacity(HEADER_LEN + HEAD_ENTRIES * ENTRY_LEN);
+    f.take((HEADER_LEN + HEAD_ENTRIES * ENTRY_LEN) as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::io("reading an index's first entries", e))?;
+    parse_index(&head, "")
+}
+
 /// Entries [`read_index`] reads at a time.
 const READ_BLOCK: usize = 1024;
 

@@ -377,11 +377,7 @@ pub fn open_query(
             codec
         )));
     }
-    // Whether LZ4 blocks carry their checksums (the frame's FLG).
-    let mut flg = [0u8; 1];
-    let lz4_sums = codec == Codec::Lz4
-        && file.read_exact_at(&mut flg, FLG_OFFSET).is_ok()
-        && flg[0] & FLG_BLOCK_CHECKSUM != 0;
+    let lz4_sums = lz4_block_sums(&file, codec);
     let everything = since_ns.is_none() && until_ns.is_none();
     let in_time = |e: &IndexEntry| {
         everything
@@ -529,20 +525,11 @@ pub fn open_query(
             path,
         )?)
     } else {
-        let chunks = ChunkReader {
-            file,
-            codec: index.codec,
-            lz4_sums,
-            chunks,
-            comp: Vec::new(),
-            buf: Vec::new(),
-            pos: 0,
-            check: Checker {
-                checks: Arc::clone(&checks),
-                verify,
-            },
-            path: path.to_path_buf(),
+        let check = Checker {
+            checks: Arc::clone(&checks),
+            verify,
         };
+        let chunks = ChunkReader::new(file, index.codec, lz4_sums, chunks, check, path);
         if tail > 0 {
             // A descriptor of its own: a clone's shares the chunks' file
             // offset, and gzip's decoder reads its first bytes at once.
@@ -582,10 +569,6 @@ pub fn open_query(
     Ok((reader, stats))
 }
 
-/// Seek index entries read for a file the file filter rules out: its
-/// metadata chunks come first (a pcap file's header is one).
-const HEAD_ENTRIES: usize = 8;
-
 /// The read of a closed pcap file whose key sidecar's file filter rules
 /// `query` out, made without reading its seek index whole: its header,
 /// first entries and end entry are read, the end entry's digest of the
@@ -602,16 +585,14 @@ fn ruled_out_by_file_filter(
     query: &KeyQuery,
     verify: bool,
 ) -> Option<Result<(TraceReader, WindowStats)>> {
-    use crate::index::{parse_index, ENTRY_LEN, HEADER_LEN};
+    use crate::index::{read_index_head, ENTRY_LEN, HEADER_LEN};
     let ix = File::open(index_path(path)).ok()?;
     let body = ix.metadata().ok()?.len().checked_sub(HEADER_LEN as u64)?;
     if body % ENTRY_LEN as u64 != 0 || body < 2 * ENTRY_LEN as u64 {
         return None;
     }
     let n = usize::try_from(body / ENTRY_LEN as u64).ok()?;
-    let mut head = vec![0u8; HEADER_LEN + n.min(HEAD_ENTRIES) * ENTRY_LEN];
-    ix.read_exact_at(&mut head, 0).ok()?;
-    let index = parse_index(&head, "").ok()?;
+    let index = read_index_head(&ix).ok()?;
     let mut last = [0u8; ENTRY_LEN];
     ix.read_exact_at(&mut last, HEADER_LEN as u64 + body - ENTRY_LEN as u64)
         .ok()?;
@@ -658,10 +639,7 @@ fn ruled_out_by_file_filter(
             .checked_add(e.comp_len)
             .filter(|&a| a <= end.comp_offset)?;
     }
-    let mut flg = [0u8; 1];
-    let lz4_sums = index.codec == Codec::Lz4
-        && file.read_exact_at(&mut flg, FLG_OFFSET).is_ok()
-        && flg[0] & FLG_BLOCK_CHECKSUM != 0;
+    let lz4_sums = lz4_block_sums(&file, index.codec);
     let chunks: VecDeque<Chunk> = meta
         .iter()
         .enumerate()
@@ -695,17 +673,14 @@ fn ruled_out_by_file_filter(
             Err(e) => return Some(Err(e)),
         }
     } else {
-        Box::new(ChunkReader {
+        Box::new(ChunkReader::new(
             file,
-            codec: index.codec,
+            index.codec,
             lz4_sums,
             chunks,
-            comp: Vec::new(),
-            buf: Vec::new(),
-            pos: 0,
             check,
-            path: path.to_path_buf(),
-        })
+            path,
+        ))
     };
     Some(
         TraceReader::from_decoded(reader, index.codec)
@@ -823,7 +798,39 @@ struct ChunkReader {
     path: PathBuf,
 }
 
+/// Whether the LZ4 frame of `file` carries a checksum after each block
+/// (its FLG byte); never for another codec.
+fn lz4_block_sums(file: &File, codec: Codec) -> bool {
+    let mut flg = [0u8; 1];
+    codec == Codec::Lz4
+        && file.read_exact_at(&mut flg, FLG_OFFSET).is_ok()
+        && flg[0] & FLG_BLOCK_CHECKSUM != 0
+}
+
 impl ChunkReader {
+    /// Reads `chunks` of the `codec` file `file` at `path`, each checked by
+    /// `check`.
+    fn new(
+        file: File,
+        codec: Codec,
+        lz4_sums: bool,
+        chunks: VecDeque<Chunk>,
+        check: Checker,
+        path: &Path,
+    ) -> ChunkReader {
+        ChunkReader {
+            file,
+            codec,
+            lz4_sums,
+            chunks,
+            comp: Vec::new(),
+            buf: Vec::new(),
+            pos: 0,
+            check,
+            path: path.to_path_buf(),
+        }
+    }
+
     /// Decodes the next good chunk into `buf`; false at the end.
     fn next_chunk(&mut self) -> io::Result<bool> {
         loop {

@@ -82,8 +82,7 @@ fn family(p: &Prefix) -> u8 {
 /// the profiler does not count); IPv4 as aguri maps it (under
 /// `::ffff:0:0/96`); a prefix above that holds IPv4 too.
 fn address(dir: &str, p: &Prefix) -> String {
-    let v4 = Prefix::new(KeyKind::Address, V4_MAPPED, V4_MAPPED_LEN);
-    if v4.contains(p) {
+    if family(p) == 1 {
         let a = Ipv4Addr::from((p.key & 0xffff_ffff) as u32);
         return match p.len - V4_MAPPED_LEN {
             0 => "ip".into(),
@@ -97,7 +96,7 @@ fn address(dir: &str, p: &Prefix) -> String {
         128 => format!("ip6 and {dir} host {a}"),
         l => format!("ip6 and {dir} net {a}/{l}"),
     };
-    if p.contains(&v4) {
+    if family(p) == 3 {
         format!("({v6} or ip)")
     } else {
         v6

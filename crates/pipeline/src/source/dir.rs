@@ -6,9 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use std::io::Read;
-
-use trace::index::{index_path, parse_index, read_index, ENTRY_LEN, HEADER_LEN};
+use trace::index::{index_path, read_index, read_index_head};
 use trace::{Record, TraceReader};
 
 use crate::error::{display_path, Error, Result};
@@ -27,28 +25,16 @@ struct Member {
     last_ns: Option<u64>,
 }
 
-/// The entries read for a file's first time: its format's metadata
-/// chunks (a pcap file header, a pcapng section's header and interfaces)
-/// come before the first chunk of packets.
-const HEAD_ENTRIES: usize = 8;
-
 /// The times the index of `path` records: the smallest first and the
 /// largest last packet time of its chunks. Without a time window only the
 /// order of the files is wanted, and the first chunk of packets gives it
-/// (`whole` false: the header and the first [`HEAD_ENTRIES`] entries are
-/// read, not the index of every chunk, which a query over a directory read
-/// twice).
+/// (`whole` false: only [`read_index_head`]'s entries are read, not the
+/// index of every chunk, which a query over a directory read twice).
 fn indexed_times(path: &Path, whole: bool) -> Option<(u64, u64)> {
     let index = if whole {
         read_index(&index_path(path)).ok()?
     } else {
-        let mut head = Vec::with_capacity(HEADER_LEN + HEAD_ENTRIES * ENTRY_LEN);
-        std::fs::File::open(index_path(path))
-            .ok()?
-            .take((HEADER_LEN + HEAD_ENTRIES * ENTRY_LEN) as u64)
-            .read_to_end(&mut head)
-            .ok()?;
-        parse_index(&head, "").ok()?
+        read_index_head(&std::fs::File::open(index_path(path)).ok()?).ok()?
     };
     let with_packets = || index.entries.iter().filter(|e| e.packets > 0);
     Some((
